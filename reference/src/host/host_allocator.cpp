@@ -1,0 +1,108 @@
+#include "ortmem/host/host_allocator.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <string>
+
+namespace ortmem::host {
+namespace {
+
+// operator new's own alignment when none is asked for; smaller requests are
+// served by it (and still honoured, since every power of two below divides it).
+constexpr std::size_t kDefaultNewAlignment = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+
+// Zero-byte requests still get a distinct one-byte block, so the address is
+// unique among live allocations and releasable like any other.
+constexpr std::size_t storage_bytes(std::size_t bytes) noexcept { return bytes == 0 ? 1 : bytes; }
+
+void* raw_allocate(std::size_t bytes, std::size_t align) noexcept {
+  if (align <= kDefaultNewAlignment) return ::operator new(storage_bytes(bytes), std::nothrow);
+  return ::operator new(storage_bytes(bytes), std::align_val_t{align}, std::nothrow);
+}
+
+void raw_free(void* ptr, std::size_t align) noexcept {
+  if (align <= kDefaultNewAlignment) {
+    ::operator delete(ptr);
+  } else {
+    ::operator delete(ptr, std::align_val_t{align});
+  }
+}
+
+}  // namespace
+
+HostAllocator::~HostAllocator() {
+  for (Shard& shard : shards_) {
+    for (const auto& [address, record] : shard.live) raw_free(reinterpret_cast<void*>(address), record.align);
+  }
+}
+
+HostAllocator::Shard& HostAllocator::shard_for(const void* ptr) noexcept {
+  // Blocks are at least 16-byte aligned; mix the bits above that so neighbours spread.
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr) >> 4;
+  return shards_[(address ^ (address >> 7) ^ (address >> 13)) % kShardCount];
+}
+
+Expected<void*, MemoryError> HostAllocator::allocate(std::size_t bytes, std::size_t align) noexcept {
+  if (!is_valid_alignment(align)) {
+    return fail(MemoryError::invalid_request(
+        Tier::kHost, bytes,
+        "alignment " + std::to_string(align) + " is not a power of two"));
+  }
+  if (bytes > SIZE_MAX - (align - 1)) {
+    return fail(MemoryError::invalid_request(
+        Tier::kHost, bytes,
+        "the size overflows when rounded up to alignment " + std::to_string(align)));
+  }
+  void* ptr = raw_allocate(bytes, align);
+  if (ptr == nullptr) {
+    return fail(MemoryError::allocation_failed(
+        Tier::kHost, bytes,
+        "the system allocator returned no memory (the process is out of address space or the "
+        "host is out of memory)"));
+  }
+  Shard& shard = shard_for(ptr);
+  try {
+    const std::lock_guard lock(shard.mutex);
+    shard.live.emplace(reinterpret_cast<std::uintptr_t>(ptr), LiveRecord{bytes, align});
+  } catch (const std::bad_alloc&) {
+    raw_free(ptr, align);
+    return fail(MemoryError::allocation_failed(
+        Tier::kHost, bytes, "the host is out of memory for the allocator's own live record"));
+  }
+  live_allocations_.fetch_add(1, std::memory_order_relaxed);
+  live_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  return ptr;
+}
+
+AllocationReleaseOutcome HostAllocator::release(void* ptr, std::size_t bytes,
+                                                std::size_t align) noexcept {
+  Shard& shard = shard_for(ptr);
+  {
+    const std::lock_guard lock(shard.mutex);
+    const auto found = shard.live.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (found == shard.live.end()) {
+      return AllocationReleaseOutcome::failed(
+          "the address is not a live allocation of this host allocator (never allocated here, or "
+          "already released); nothing was changed");
+    }
+    if (found->second.bytes != bytes || found->second.align != align) {
+      return AllocationReleaseOutcome::failed(
+          "the allocation is live with " + std::to_string(found->second.bytes) + " bytes at alignment " +
+          std::to_string(found->second.align) + ", not " + std::to_string(bytes) + " bytes at alignment " +
+          std::to_string(align) + "; nothing was changed: release it with its own size and alignment");
+    }
+    shard.live.erase(found);
+  }
+  // The record is gone, so no other release can match this block: free it unlocked.
+  raw_free(ptr, align);
+  live_allocations_.fetch_sub(1, std::memory_order_relaxed);
+  live_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  return AllocationReleaseOutcome::complete(ReleaseAccounting::eager(bytes));
+}
+
+void HostAllocator::deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept {
+  (void)release(ptr, bytes, align);
+}
+
+}  // namespace ortmem::host

@@ -73,7 +73,7 @@ TEST(DefaultRelease, CarriesUnmappedBytesFromTheLegacyUnmappedEntryPoint) {
 }
 
 TEST(DefaultRelease, CapabilitiesAreAbsentAndCommitsOnDemandIsFalseByDefault) {
-  covers("ALLOC-011", "ALLOC-012");
+  covers("ALLOC-012", "ALLOC-013");
   LegacyOnlyAllocator allocator;
   EXPECT_EQ(allocator.as_virtual_backing(), nullptr);
   EXPECT_EQ(allocator.as_shared_mapping(), nullptr);

@@ -28,7 +28,7 @@ TEST(IdentityIssuer, IssuesDistinctIdentitiesThatNameTheirIssuer) {
 }
 
 TEST(IdentityIssuer, ExhaustionIsAnErrorNotAWrap) {
-  covers("BIND-004");
+  covers("BIND-003");
   auto issuer = *IdentityIssuer::create_starting_at(~std::uint64_t{0} - 2);
   EXPECT_TRUE(issuer.issue<BindingId>());
   EXPECT_TRUE(issuer.issue<BindingId>());

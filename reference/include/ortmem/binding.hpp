@@ -1,0 +1,211 @@
+// ortmem/binding.hpp: a registry-issued binding and the metadata it issues.
+//
+// A MemoryBinding is the only way to reach a registered mechanism's allocator.
+// It is a cheap, copyable handle that pins the mechanism's allocator, authority
+// and provider context for as long as it (or anything made through it) lives,
+// even after the registry entries are removed and the registry is gone.
+//
+// Every operation through binding B on metadata made by another binding (even
+// of the same mechanism) fails with binding-mismatch before any callback.
+// Metadata is matched on binding and allocation generation and on the exact
+// address, size and alignment of the live record, so a stale handle can never
+// act on a newer allocation at the same address.
+//
+// BoundAllocation is non-owning metadata whose only release path is the
+// legacy explicit release(); OwningAllocation (ortmem/owning_allocation.hpp)
+// is the owner. Views are validated before their pointer is exposed: with_view
+// runs its callback with no lock held, and never runs it for a stale view.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "ortmem/allocator.hpp"
+#include "ortmem/binding_error.hpp"
+#include "ortmem/binding_identity.hpp"
+#include "ortmem/detail/active_operation.hpp"
+#include "ortmem/expected.hpp"
+#include "ortmem/mechanism_snapshot.hpp"
+
+namespace ortmem {
+
+namespace detail {
+class Mechanism;
+}
+class BoundAllocation;
+class BoundMemoryView;
+class BoundSharedMapping;
+class BoundVirtualBacking;
+class ExplicitReleaseError;
+class OwningAllocation;
+class PreparedAllocationRelease;
+
+// A pointer that was validated against its live record; valid only inside with_view.
+class ValidatedMemoryView {
+ public:
+  [[nodiscard]] void* data() const noexcept { return ptr_; }
+  [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
+
+ private:
+  friend class MemoryBinding;
+  ValidatedMemoryView(void* ptr, std::size_t bytes) noexcept : ptr_(ptr), bytes_(bytes) {}
+  void* ptr_;
+  std::size_t bytes_;
+};
+
+class MemoryBinding {
+ public:
+  [[nodiscard]] const BindingIdentity& identity() const noexcept { return identity_; }
+
+  // Allocates through the mechanism and records non-owning metadata.
+  [[nodiscard]] Expected<BoundAllocation, BindingError> allocate(std::size_t bytes, std::size_t align) const;
+  // Allocates and returns the owner.
+  [[nodiscard]] Expected<OwningAllocation, BindingError> allocate_owning(std::size_t bytes, std::size_t align) const;
+  // Takes ownership of memory the binding's own mechanism produced through a
+  // specialised entry point; it gets a fresh generation and then behaves
+  // exactly like a binding-issued allocation. Memory from anywhere else is a
+  // caller bug the binding cannot detect.
+  [[nodiscard]] Expected<OwningAllocation, BindingError> adopt_allocation(void* ptr, std::size_t bytes,
+                                                                          std::size_t align) const;
+
+  // Detaches final ownership from the live record (exactly once); on refusal
+  // the metadata comes back unchanged inside the error.
+  [[nodiscard]] Expected<PreparedAllocationRelease, ExplicitReleaseError> prepare_release(
+      BoundAllocation allocation) const;
+  // The legacy explicit release: prepare, then execute. A quarantined outcome
+  // is reported as release-quarantined, and the metadata is dead afterwards.
+  [[nodiscard]] Expected<void, ExplicitReleaseError> release(BoundAllocation allocation) const;
+
+  // Runs fn(ValidatedMemoryView) with no lock held once the view matches its
+  // live record; fn is not called when the view is stale, lost or foreign.
+  template <class Fn>
+  auto with_view(const BoundMemoryView& view, Fn&& fn) const
+      -> Expected<std::invoke_result_t<Fn, ValidatedMemoryView>, BindingError>;
+
+  [[nodiscard]] Expected<std::optional<BoundVirtualBacking>, BindingError> virtual_backing() const;
+  [[nodiscard]] Expected<std::optional<BoundSharedMapping>, BindingError> shared_mapping() const;
+
+  [[nodiscard]] std::vector<QuarantinedAllocation> quarantined() const;
+  [[nodiscard]] MechanismSnapshot mechanism_snapshot() const;
+
+ private:
+  friend class BindingRegistry;
+  friend class BoundAllocation;
+  friend class BoundSharedMapping;
+  friend class BoundVirtualBacking;
+  friend class OwningAllocation;
+  friend class PreparedAllocationRelease;
+
+  MemoryBinding(BindingIdentity identity, std::shared_ptr<detail::Mechanism> mechanism,
+                std::shared_ptr<IdentityIssuer> identities) noexcept;
+
+  // Validates the view and opens an active operation for the callback's duration.
+  [[nodiscard]] Expected<std::pair<detail::ActiveOperation, ValidatedMemoryView>, BindingError> open_view(
+      const BoundMemoryView& view) const;
+  [[nodiscard]] Expected<BoundAllocation, BindingError> record_allocation(void* ptr, std::size_t bytes,
+                                                                          std::size_t align) const;
+
+  BindingIdentity identity_;
+  std::shared_ptr<detail::Mechanism> mechanism_;
+  std::shared_ptr<IdentityIssuer> identities_;
+};
+
+// Non-owning metadata of one live allocation. Copies name the same
+// allocation; whichever copy releases first wins, and every other copy is
+// stale from then on.
+class BoundAllocation {
+ public:
+  [[nodiscard]] const AllocationIdentity& identity() const noexcept { return identity_; }
+  [[nodiscard]] const MemoryBinding& binding() const noexcept { return binding_; }
+  [[nodiscard]] void* data() const noexcept { return ptr_; }
+  [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
+  [[nodiscard]] std::size_t alignment() const noexcept { return align_; }
+
+  // A view of [offset, offset + bytes); refused when out of bounds or stale.
+  [[nodiscard]] Expected<BoundMemoryView, BindingError> view(std::size_t offset, std::size_t bytes) const;
+
+ private:
+  friend class MemoryBinding;
+  friend class OwningAllocation;
+  friend class PreparedAllocationRelease;
+  BoundAllocation(MemoryBinding binding, AllocationIdentity identity, void* ptr, std::size_t bytes,
+                  std::size_t align) noexcept
+      : binding_(std::move(binding)), identity_(identity), ptr_(ptr), bytes_(bytes), align_(align) {}
+
+  MemoryBinding binding_;
+  AllocationIdentity identity_;
+  void* ptr_;
+  std::size_t bytes_;
+  std::size_t align_;
+};
+
+// A sub-range of one allocation, validated again every time it is used.
+class BoundMemoryView {
+ public:
+  [[nodiscard]] const MemoryBinding& binding() const noexcept { return binding_; }
+  [[nodiscard]] const AllocationIdentity& allocation_identity() const noexcept { return identity_; }
+  [[nodiscard]] std::size_t offset() const noexcept { return offset_; }
+  [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
+
+ private:
+  friend class BoundAllocation;
+  friend class MemoryBinding;
+  BoundMemoryView(MemoryBinding binding, AllocationIdentity identity, void* allocation_ptr,
+                  std::size_t allocation_bytes, std::size_t align, std::size_t offset, std::size_t bytes) noexcept
+      : binding_(std::move(binding)), identity_(identity), allocation_ptr_(allocation_ptr),
+        allocation_bytes_(allocation_bytes), align_(align), offset_(offset), bytes_(bytes) {}
+
+  MemoryBinding binding_;
+  AllocationIdentity identity_;
+  void* allocation_ptr_;
+  std::size_t allocation_bytes_;
+  std::size_t align_;
+  std::size_t offset_;
+  std::size_t bytes_;
+};
+
+// A refused explicit release. Before any mutation the metadata comes back
+// live (outcome empty); after a release that ended in quarantine, the outcome
+// says what is retained and the metadata is stale.
+class ExplicitReleaseError {
+ public:
+  ExplicitReleaseError(BindingError error, BoundAllocation allocation,
+                       std::optional<AllocationReleaseOutcome> outcome = std::nullopt)
+      : error_(std::move(error)), allocation_(std::move(allocation)), outcome_(std::move(outcome)) {}
+
+  [[nodiscard]] const BindingError& error() const noexcept { return error_; }
+  [[nodiscard]] const BoundAllocation& allocation() const noexcept { return allocation_; }
+  [[nodiscard]] const std::optional<AllocationReleaseOutcome>& outcome() const noexcept { return outcome_; }
+  [[nodiscard]] bool is_quarantined() const noexcept { return outcome_.has_value(); }
+  [[nodiscard]] AllocationReleaseState state() const noexcept {
+    return outcome_ ? outcome_->state() : AllocationReleaseState::kLive;
+  }
+  [[nodiscard]] BoundAllocation take_allocation() && { return std::move(allocation_); }
+
+ private:
+  BindingError error_;
+  BoundAllocation allocation_;
+  std::optional<AllocationReleaseOutcome> outcome_;
+};
+
+template <class Fn>
+auto MemoryBinding::with_view(const BoundMemoryView& view, Fn&& fn) const
+    -> Expected<std::invoke_result_t<Fn, ValidatedMemoryView>, BindingError> {
+  auto opened = open_view(view);
+  if (!opened) return fail(std::move(opened.error()));
+  // The operation stays open while fn runs, so the context cannot be confirmed
+  // terminated under it; no lock is held, so fn may re-enter the registry.
+  auto [operation, validated] = std::move(*opened);
+  if constexpr (std::is_void_v<std::invoke_result_t<Fn, ValidatedMemoryView>>) {
+    std::forward<Fn>(fn)(validated);
+    return {};
+  } else {
+    return std::forward<Fn>(fn)(validated);
+  }
+}
+
+}  // namespace ortmem

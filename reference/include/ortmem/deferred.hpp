@@ -1,0 +1,160 @@
+// ortmem/deferred.hpp: final ownership detached from its live record, and the
+// provider-owned queue that releases it later.
+//
+// Release happens in three steps:
+//   1. Prepare (MemoryBinding::prepare_release / OwningAllocation): binding
+//      identity AND allocation generation are matched and the live record is
+//      removed exactly once under the mechanism lock, so two racing final
+//      releases can never both proceed. The request reports state queued
+//      from that moment, and pins allocator, authority and provider context.
+//   2. Queue (optional): a DeferredReleaseQueue owned by the provider context
+//      takes the request, with no registry or mechanism lock held.
+//   3. Execute: reads the mechanism's gate and calls the allocator with no
+//      lock held when the gate allows. Execute never returns Failed:
+//        active/retired  -> allocator; Complete -> released,
+//                           Quarantined -> residual recorded,
+//                           Failed -> quarantined (allocator-refused), since
+//                           the live record is already gone;
+//        device-lost     -> quarantined (device-lost), allocator not called;
+//        terminated      -> quarantined (mechanism-terminated);
+//        poisoned        -> quarantined (state-poisoned).
+//
+// Abandonment is safe: destroying a prepared request, or an enqueue error
+// still holding its request, quarantines it (abandoned-request). Nothing here
+// frees, calls the allocator, enqueues or waits in a destructor.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "ortmem/binding.hpp"
+#include "ortmem/context_pin.hpp"
+
+namespace ortmem {
+
+class PreparedAllocationRelease {
+ public:
+  PreparedAllocationRelease(const PreparedAllocationRelease&) = delete;
+  PreparedAllocationRelease& operator=(const PreparedAllocationRelease&) = delete;
+  PreparedAllocationRelease(PreparedAllocationRelease&& other) noexcept;
+  PreparedAllocationRelease& operator=(PreparedAllocationRelease&& other) noexcept;
+  ~PreparedAllocationRelease();
+
+  [[nodiscard]] const AllocationIdentity& identity() const noexcept { return identity_; }
+  [[nodiscard]] const BindingIdentity& binding_identity() const noexcept { return identity_.binding; }
+  [[nodiscard]] DeviceKey device() const noexcept { return identity_.binding.device; }
+  // The accounting authority a manager refunds against, even after retirement.
+  [[nodiscard]] AuthorityIdentity authority() const noexcept { return identity_.binding.authority; }
+  [[nodiscard]] ProviderContextIdentity provider_context() const noexcept {
+    return identity_.binding.provider_context;
+  }
+  [[nodiscard]] void* data() const noexcept { return ptr_; }
+  [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
+  [[nodiscard]] std::size_t alignment() const noexcept { return align_; }
+  // Already queued before any queue has seen it: the live record is gone.
+  [[nodiscard]] AllocationReleaseState state() const noexcept { return AllocationReleaseState::kQueued; }
+  // False only for a moved-from or consumed request.
+  [[nodiscard]] bool is_armed() const noexcept { return operation_.has_value(); }
+
+  [[nodiscard]] AllocationReleaseOutcome execute() && noexcept;
+  // Settles as device-lost without calling the allocator (a queue that observed loss).
+  [[nodiscard]] AllocationReleaseOutcome quarantine_device_lost() && noexcept;
+  // Settles as quarantined with `reason` without calling the allocator.
+  [[nodiscard]] AllocationReleaseOutcome quarantine(QuarantineReason reason) && noexcept;
+
+ private:
+  friend class MemoryBinding;
+  PreparedAllocationRelease(MemoryBinding binding, AllocationIdentity identity, void* ptr, std::size_t bytes,
+                            std::size_t align, detail::ActiveOperation operation) noexcept;
+
+  AllocationReleaseOutcome settle_quarantined(ReleaseAccounting accounting, AllocationReleaseState state,
+                                              QuarantineReason reason, std::uint64_t retained_bytes) noexcept;
+  void disarm() noexcept;
+
+  MemoryBinding binding_;  // pins allocator, authority and provider context
+  AllocationIdentity identity_;
+  void* ptr_;
+  std::size_t bytes_;
+  std::size_t align_;
+  // Keeps the mechanism non-quiescent until the request settles; empty once consumed.
+  std::optional<detail::ActiveOperation> operation_;
+};
+
+// A refused enqueue. It holds the EXACT request the queue was given (nothing
+// rebuilt); take it back with take_request(), or destroy the error and the
+// request quarantines itself (abandoned-request).
+class DeferredEnqueueError {
+ public:
+  DeferredEnqueueError(DeferredEnqueueRejection rejection, PreparedAllocationRelease request) noexcept
+      : rejection_(rejection), request_(std::move(request)) {}
+
+  [[nodiscard]] DeferredEnqueueRejection rejection() const noexcept { return rejection_; }
+  [[nodiscard]] const PreparedAllocationRelease& request() const noexcept { return request_; }
+  [[nodiscard]] PreparedAllocationRelease take_request() && noexcept { return std::move(request_); }
+  // Quarantines the request with enqueue-rejected(rejection) as its reason.
+  [[nodiscard]] AllocationReleaseOutcome quarantine() && noexcept {
+    return std::move(request_).quarantine(QuarantineReason::enqueue_rejected(rejection_));
+  }
+  [[nodiscard]] std::string message() const;
+
+ private:
+  DeferredEnqueueRejection rejection_;
+  PreparedAllocationRelease request_;
+};
+
+// A provider-owned sink for final ownership (per context or per stream).
+//
+// Contract for implementations:
+//   - pin_context() claims the queue's provider context for one more request;
+//     a refusal means "take no work" and the caller keeps its owner live.
+//   - enqueue() is called with no registry or mechanism lock held and must not
+//     block on the device. It records a fence; the request executes once the
+//     fence is observed, in FIFO order, exactly once. The pin travels with the
+//     request and is released only once it has settled.
+//   - On refusal it hands back the exact request with the first rejection that
+//     applies of: device-lost, closed, full (refused for anything else). It
+//     never drops a request to signal failure.
+//   - pending() is exact, and a bounded queue never exceeds its capacity.
+//   - On device loss, pending requests settle as device-lost without calling
+//     the allocator, keeping their pins until settled.
+class DeferredReleaseQueue {
+ public:
+  virtual ~DeferredReleaseQueue() = default;
+  [[nodiscard]] virtual Expected<ProviderContextPin, ProviderContextPinError> pin_context() noexcept = 0;
+  [[nodiscard]] virtual Expected<void, DeferredEnqueueError> enqueue(PreparedAllocationRelease request,
+                                                                     ProviderContextPin pin) noexcept = 0;
+  [[nodiscard]] virtual std::size_t pending() const noexcept = 0;
+};
+
+// What release_deferred did with an owner.
+class DeferredReleaseDisposition {
+ public:
+  [[nodiscard]] static DeferredReleaseDisposition queued(const AllocationIdentity& identity) {
+    return DeferredReleaseDisposition(identity, std::nullopt, std::nullopt);
+  }
+  [[nodiscard]] static DeferredReleaseDisposition quarantined(const AllocationIdentity& identity,
+                                                              DeferredEnqueueRejection rejection,
+                                                              AllocationReleaseOutcome outcome) {
+    return DeferredReleaseDisposition(identity, rejection, std::move(outcome));
+  }
+
+  [[nodiscard]] bool is_queued() const noexcept { return !outcome_.has_value(); }
+  [[nodiscard]] const AllocationIdentity& identity() const noexcept { return identity_; }
+  [[nodiscard]] AllocationReleaseState state() const noexcept {
+    return outcome_ ? AllocationReleaseState::kQuarantined : AllocationReleaseState::kQueued;
+  }
+  [[nodiscard]] std::optional<DeferredEnqueueRejection> rejection() const noexcept { return rejection_; }
+  [[nodiscard]] const std::optional<AllocationReleaseOutcome>& outcome() const noexcept { return outcome_; }
+
+ private:
+  DeferredReleaseDisposition(const AllocationIdentity& identity, std::optional<DeferredEnqueueRejection> rejection,
+                             std::optional<AllocationReleaseOutcome> outcome)
+      : identity_(identity), rejection_(rejection), outcome_(std::move(outcome)) {}
+
+  AllocationIdentity identity_;
+  std::optional<DeferredEnqueueRejection> rejection_;
+  std::optional<AllocationReleaseOutcome> outcome_;
+};
+
+}  // namespace ortmem

@@ -1,0 +1,120 @@
+// ortmem/owning_allocation.hpp: the owner of one allocation and its views.
+//
+// An OwningAllocation is move-only and is consumed by exactly one release:
+//   - release_now(): prepare and execute here;
+//   - release_deferred(queue): hand final ownership to a provider's queue;
+//   - prepare_release(): take the request and route it yourself.
+// A release refused before anything changed (binding mismatch, stale
+// generation, device lost, outstanding views, a queue whose context takes no
+// more work) hands the exact owner back, still live, inside the error.
+//
+// Destroying an owner without releasing it QUARANTINES the allocation
+// (reason owner-dropped): the destructor never frees, never calls the
+// allocator, never enqueues and never waits, because it cannot know whether
+// the device is still using the bytes.
+//
+// Views are cloneable. While any view (or clone) lives, physical release is
+// refused with outstanding-views(count). A view that outlives its owner is
+// stale: it fails validation and its callback never runs.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <optional>
+
+#include "ortmem/binding.hpp"
+#include "ortmem/deferred.hpp"
+
+namespace ortmem {
+
+class OwningReleaseError;
+
+// A counted view of an owned allocation; every live copy blocks release.
+class OwnedView {
+ public:
+  OwnedView(const OwnedView& other) noexcept;
+  OwnedView& operator=(const OwnedView& other) noexcept;
+  OwnedView(OwnedView&& other) noexcept;
+  OwnedView& operator=(OwnedView&& other) noexcept;
+  ~OwnedView();
+
+  [[nodiscard]] const BoundMemoryView& view() const noexcept { return view_; }
+  [[nodiscard]] const AllocationIdentity& allocation_identity() const noexcept { return view_.allocation_identity(); }
+  [[nodiscard]] std::size_t size() const noexcept { return view_.size(); }
+
+ private:
+  friend class OwningAllocation;
+  OwnedView(BoundMemoryView view, std::shared_ptr<std::atomic<std::size_t>> outstanding) noexcept;
+
+  BoundMemoryView view_;
+  std::shared_ptr<std::atomic<std::size_t>> outstanding_;  // null once moved from
+};
+
+class OwningAllocation {
+ public:
+  OwningAllocation(const OwningAllocation&) = delete;
+  OwningAllocation& operator=(const OwningAllocation&) = delete;
+  // A moved-from owner owns nothing and its destructor does nothing.
+  OwningAllocation(OwningAllocation&& other) noexcept
+      : allocation_(std::exchange(other.allocation_, std::nullopt)), views_(std::move(other.views_)) {}
+  // Assigning over a live owner abandons it exactly as destroying it would.
+  OwningAllocation& operator=(OwningAllocation&& other) noexcept;
+  ~OwningAllocation();
+
+  // False only for a moved-from owner.
+  [[nodiscard]] bool owns() const noexcept { return allocation_.has_value(); }
+  [[nodiscard]] const AllocationIdentity& identity() const noexcept { return allocation_->identity(); }
+  [[nodiscard]] const MemoryBinding& binding() const noexcept { return allocation_->binding(); }
+  [[nodiscard]] const BoundAllocation& bound() const noexcept { return *allocation_; }
+  [[nodiscard]] void* data() const noexcept { return allocation_->data(); }
+  [[nodiscard]] std::size_t size() const noexcept { return allocation_->size(); }
+  [[nodiscard]] std::size_t alignment() const noexcept { return allocation_->alignment(); }
+  // An owner you can still hold is always live; every other state is reported
+  // by the outcome that consumed it.
+  [[nodiscard]] AllocationReleaseState state() const noexcept { return AllocationReleaseState::kLive; }
+
+  // Lends a view of [offset, offset + bytes). Not for concurrent use on one owner.
+  [[nodiscard]] Expected<OwnedView, BindingError> view(std::size_t offset, std::size_t bytes);
+  [[nodiscard]] std::size_t outstanding_views() const noexcept;
+
+  [[nodiscard]] Expected<PreparedAllocationRelease, OwningReleaseError> prepare_release() &&;
+  [[nodiscard]] Expected<AllocationReleaseOutcome, OwningReleaseError> release_now() &&;
+  [[nodiscard]] Expected<DeferredReleaseDisposition, OwningReleaseError> release_deferred(
+      DeferredReleaseQueue& queue) &&;
+  // Gives up ownership and returns plain metadata (views must be gone).
+  [[nodiscard]] Expected<BoundAllocation, OwningReleaseError> into_bound() &&;
+
+ private:
+  friend class MemoryBinding;
+  friend class BoundVirtualBacking;
+  explicit OwningAllocation(BoundAllocation allocation) noexcept : allocation_(std::move(allocation)) {}
+  OwningAllocation(BoundAllocation allocation, std::shared_ptr<std::atomic<std::size_t>> views) noexcept
+      : allocation_(std::move(allocation)), views_(std::move(views)) {}
+
+  // Takes the metadata out unless views are outstanding.
+  [[nodiscard]] Expected<BoundAllocation, OwningReleaseError> take() &&;
+  void abandon() noexcept;
+
+  std::optional<BoundAllocation> allocation_;
+  // Created by the first view(): most allocations never lend one.
+  std::shared_ptr<std::atomic<std::size_t>> views_;
+};
+
+// A refused owning release: the exact owner comes back, still live.
+class OwningReleaseError {
+ public:
+  OwningReleaseError(BindingError error, OwningAllocation allocation) noexcept
+      : error_(std::move(error)), allocation_(std::move(allocation)) {}
+
+  [[nodiscard]] const BindingError& error() const noexcept { return error_; }
+  [[nodiscard]] const OwningAllocation& allocation() const noexcept { return allocation_; }
+  [[nodiscard]] AllocationReleaseState state() const noexcept { return AllocationReleaseState::kLive; }
+  [[nodiscard]] OwningAllocation take_allocation() && { return std::move(allocation_); }
+
+ private:
+  BindingError error_;
+  OwningAllocation allocation_;
+};
+
+}  // namespace ortmem

@@ -1,0 +1,130 @@
+#include "ortmem/binding.hpp"
+
+#include "mechanism.hpp"
+#include "ortmem/bound_capability.hpp"
+#include "ortmem/deferred.hpp"
+#include "ortmem/owning_allocation.hpp"
+
+namespace ortmem {
+
+namespace {
+
+detail::AllocationRecord record_of(BindingId binding, const void* ptr, std::size_t bytes, std::size_t align) {
+  return {binding, reinterpret_cast<std::uintptr_t>(ptr), bytes, align};
+}
+
+}  // namespace
+
+MemoryBinding::MemoryBinding(BindingIdentity identity, std::shared_ptr<detail::Mechanism> mechanism,
+                             std::shared_ptr<IdentityIssuer> identities) noexcept
+    : identity_(identity), mechanism_(std::move(mechanism)), identities_(std::move(identities)) {}
+
+Expected<BoundAllocation, BindingError> MemoryBinding::record_allocation(void* ptr, std::size_t bytes,
+                                                                         std::size_t align) const {
+  auto generation = identities_->issue<AllocationGeneration>();
+  if (!generation) return fail(BindingError::identity_exhausted());
+  const AllocationIdentity identity{identity_, *generation};
+  if (auto recorded = mechanism_->record(*generation, record_of(identity_.id, ptr, bytes, align)); !recorded) {
+    return fail(recorded.error());
+  }
+  return BoundAllocation(*this, identity, ptr, bytes, align);
+}
+
+Expected<BoundAllocation, BindingError> MemoryBinding::allocate(std::size_t bytes, std::size_t align) const {
+  auto operation = mechanism_->begin_active("allocating");
+  if (!operation) return fail(operation.error());
+  // No lock is held across the allocator: it may call back into the registry.
+  auto ptr = mechanism_->allocator().allocate(bytes, align);
+  if (!ptr) return fail(BindingError::memory(std::move(ptr.error())));
+  auto allocation = record_allocation(*ptr, bytes, align);
+  if (!allocation) {
+    // Never recorded, so nobody else can name it: hand it straight back.
+    (void)mechanism_->allocator().release(*ptr, bytes, align);
+  }
+  return allocation;
+}
+
+Expected<OwningAllocation, BindingError> MemoryBinding::allocate_owning(std::size_t bytes, std::size_t align) const {
+  auto allocation = allocate(bytes, align);
+  if (!allocation) return fail(std::move(allocation.error()));
+  return OwningAllocation(std::move(*allocation));
+}
+
+Expected<OwningAllocation, BindingError> MemoryBinding::adopt_allocation(void* ptr, std::size_t bytes,
+                                                                         std::size_t align) const {
+  auto operation = mechanism_->begin_active("adopting an allocation");
+  if (!operation) return fail(operation.error());
+  auto allocation = record_allocation(ptr, bytes, align);
+  if (!allocation) return fail(std::move(allocation.error()));
+  return OwningAllocation(std::move(*allocation));
+}
+
+Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_release(
+    BoundAllocation allocation) const {
+  auto operation = mechanism_->take_for_release(
+      identity_, allocation.identity_,
+      record_of(allocation.identity_.binding.id, allocation.ptr_, allocation.bytes_, allocation.align_));
+  if (!operation) return fail(ExplicitReleaseError(std::move(operation.error()), std::move(allocation)));
+  // The request carries the allocation's own binding, which pins its mechanism.
+  return PreparedAllocationRelease(std::move(allocation.binding_), allocation.identity_, allocation.ptr_,
+                                   allocation.bytes_, allocation.align_, std::move(*operation));
+}
+
+Expected<void, ExplicitReleaseError> MemoryBinding::release(BoundAllocation allocation) const {
+  BoundAllocation metadata = allocation;  // comes back dead if the release ends in quarantine
+  auto prepared = prepare_release(std::move(allocation));
+  if (!prepared) return fail(std::move(prepared.error()));
+  AllocationReleaseOutcome outcome = std::move(*prepared).execute();
+  if (outcome.is_complete()) return {};
+  return fail(ExplicitReleaseError(BindingError::release_quarantined(metadata.identity(), *outcome.residual()),
+                                   std::move(metadata), std::move(outcome)));
+}
+
+Expected<std::pair<detail::ActiveOperation, ValidatedMemoryView>, BindingError> MemoryBinding::open_view(
+    const BoundMemoryView& view) const {
+  auto operation = mechanism_->begin_active("using a view");
+  if (!operation) return fail(operation.error());
+  if (auto valid = mechanism_->validate(
+          identity_, view.identity_,
+          record_of(view.identity_.binding.id, view.allocation_ptr_, view.allocation_bytes_, view.align_),
+          "using a view");
+      !valid) {
+    return fail(valid.error());
+  }
+  auto* ptr = static_cast<unsigned char*>(view.allocation_ptr_) + view.offset_;
+  return std::pair{std::move(*operation), ValidatedMemoryView(ptr, view.bytes_)};
+}
+
+Expected<std::optional<BoundVirtualBacking>, BindingError> MemoryBinding::virtual_backing() const {
+  auto operation = mechanism_->begin_active("discovering virtual backing");
+  if (!operation) return fail(operation.error());
+  if (mechanism_->allocator().as_virtual_backing() == nullptr) return std::optional<BoundVirtualBacking>{};
+  return std::optional{BoundVirtualBacking(*this)};
+}
+
+Expected<std::optional<BoundSharedMapping>, BindingError> MemoryBinding::shared_mapping() const {
+  auto operation = mechanism_->begin_active("discovering shared mapping");
+  if (!operation) return fail(operation.error());
+  if (mechanism_->allocator().as_shared_mapping() == nullptr) return std::optional<BoundSharedMapping>{};
+  return std::optional{BoundSharedMapping(*this)};
+}
+
+std::vector<QuarantinedAllocation> MemoryBinding::quarantined() const { return mechanism_->quarantined(); }
+
+MechanismSnapshot MemoryBinding::mechanism_snapshot() const { return mechanism_->snapshot(); }
+
+Expected<BoundMemoryView, BindingError> BoundAllocation::view(std::size_t offset, std::size_t bytes) const {
+  if (offset > bytes_ || bytes > bytes_ - offset) {
+    const std::size_t end = offset > SIZE_MAX - bytes ? SIZE_MAX : offset + bytes;
+    return fail(BindingError::view_out_of_bounds(offset, end, bytes_));
+  }
+  if (auto valid = binding_.mechanism_->validate(binding_.identity_, identity_,
+                                                 record_of(identity_.binding.id, ptr_, bytes_, align_),
+                                                 "creating a view");
+      !valid) {
+    return fail(valid.error());
+  }
+  return BoundMemoryView(binding_, identity_, ptr_, bytes_, align_, offset, bytes);
+}
+
+}  // namespace ortmem

@@ -1,0 +1,125 @@
+#include "ortmem/owning_allocation.hpp"
+
+#include "mechanism.hpp"
+
+namespace ortmem {
+
+OwnedView::OwnedView(BoundMemoryView view, std::shared_ptr<std::atomic<std::size_t>> outstanding) noexcept
+    : view_(std::move(view)), outstanding_(std::move(outstanding)) {}
+
+OwnedView::OwnedView(const OwnedView& other) noexcept : view_(other.view_), outstanding_(other.outstanding_) {
+  if (outstanding_) outstanding_->fetch_add(1, std::memory_order_acq_rel);
+}
+
+OwnedView& OwnedView::operator=(const OwnedView& other) noexcept {
+  if (this != &other) *this = OwnedView(other);
+  return *this;
+}
+
+OwnedView::OwnedView(OwnedView&& other) noexcept
+    : view_(other.view_), outstanding_(std::move(other.outstanding_)) {}
+
+OwnedView& OwnedView::operator=(OwnedView&& other) noexcept {
+  if (this != &other) {
+    if (outstanding_) outstanding_->fetch_sub(1, std::memory_order_acq_rel);
+    view_ = other.view_;
+    outstanding_ = std::move(other.outstanding_);
+  }
+  return *this;
+}
+
+OwnedView::~OwnedView() {
+  if (outstanding_) outstanding_->fetch_sub(1, std::memory_order_acq_rel);
+}
+
+OwningAllocation& OwningAllocation::operator=(OwningAllocation&& other) noexcept {
+  if (this != &other) {
+    abandon();
+    allocation_ = std::move(other.allocation_);
+    other.allocation_.reset();
+    views_ = std::move(other.views_);
+  }
+  return *this;
+}
+
+OwningAllocation::~OwningAllocation() { abandon(); }
+
+void OwningAllocation::abandon() noexcept {
+  if (!allocation_) return;
+  BoundAllocation allocation = std::move(*allocation_);
+  allocation_.reset();
+  const MemoryBinding binding = allocation.binding();
+  // Quarantine, never free: the device may still be using the bytes. If the
+  // record cannot be taken (device lost, already terminated) it stays where
+  // it is and confirmed termination discharges it.
+  if (auto prepared = binding.prepare_release(std::move(allocation))) {
+    (void)std::move(*prepared).quarantine(QuarantineReason::of(QuarantineReason::Kind::kOwnerDropped));
+  }
+}
+
+Expected<OwnedView, BindingError> OwningAllocation::view(std::size_t offset, std::size_t bytes) {
+  auto view = allocation_->view(offset, bytes);
+  if (!view) return fail(std::move(view.error()));
+  if (!views_) views_ = std::make_shared<std::atomic<std::size_t>>(0);
+  views_->fetch_add(1, std::memory_order_acq_rel);
+  return OwnedView(std::move(*view), views_);
+}
+
+std::size_t OwningAllocation::outstanding_views() const noexcept {
+  return views_ ? views_->load(std::memory_order_acquire) : 0;
+}
+
+Expected<BoundAllocation, OwningReleaseError> OwningAllocation::take() && {
+  if (const std::size_t views = outstanding_views(); views != 0) {
+    BindingError error = BindingError::outstanding_views(identity(), views);
+    return fail(OwningReleaseError(std::move(error), std::move(*this)));
+  }
+  BoundAllocation allocation = std::move(*allocation_);
+  allocation_.reset();
+  return allocation;
+}
+
+Expected<BoundAllocation, OwningReleaseError> OwningAllocation::into_bound() && { return std::move(*this).take(); }
+
+Expected<PreparedAllocationRelease, OwningReleaseError> OwningAllocation::prepare_release() && {
+  auto views = views_;
+  auto allocation = std::move(*this).take();
+  if (!allocation) return fail(std::move(allocation.error()));
+  const MemoryBinding binding = allocation->binding();
+  auto prepared = binding.prepare_release(std::move(*allocation));
+  if (!prepared) {
+    // Refused before anything changed: rebuild the same owner, views and all.
+    BindingError error = prepared.error().error();
+    return fail(OwningReleaseError(
+        std::move(error), OwningAllocation(std::move(prepared.error()).take_allocation(), std::move(views))));
+  }
+  return std::move(*prepared);
+}
+
+Expected<AllocationReleaseOutcome, OwningReleaseError> OwningAllocation::release_now() && {
+  auto prepared = std::move(*this).prepare_release();
+  if (!prepared) return fail(std::move(prepared.error()));
+  return std::move(*prepared).execute();
+}
+
+Expected<DeferredReleaseDisposition, OwningReleaseError> OwningAllocation::release_deferred(
+    DeferredReleaseQueue& queue) && {
+  if (const std::size_t views = outstanding_views(); views != 0) {
+    BindingError error = BindingError::outstanding_views(identity(), views);
+    return fail(OwningReleaseError(std::move(error), std::move(*this)));
+  }
+  // The pin comes first: a context that takes no more work must leave the
+  // allocation live and releasable, which is only true before prepare.
+  auto pin = queue.pin_context();
+  if (!pin) return fail(OwningReleaseError(BindingError::deferred_refused(pin.error()), std::move(*this)));
+  auto prepared = std::move(*this).prepare_release();
+  if (!prepared) return fail(std::move(prepared.error()));
+  const AllocationIdentity identity = prepared->identity();
+  // No registry or mechanism lock is held here.
+  auto queued = queue.enqueue(std::move(*prepared), std::move(*pin));
+  if (queued) return DeferredReleaseDisposition::queued(identity);
+  const DeferredEnqueueRejection rejection = queued.error().rejection();
+  return DeferredReleaseDisposition::quarantined(identity, rejection, std::move(queued.error()).quarantine());
+}
+
+}  // namespace ortmem

@@ -1,0 +1,348 @@
+#include "ortmem/registry.hpp"
+
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "mechanism.hpp"
+
+namespace ortmem {
+
+using detail::Mechanism;
+using ContextEntry = detail::RegisteredResource<ProviderContextIdentity>;
+using AuthorityEntry = detail::RegisteredResource<AuthorityIdentity>;
+
+struct DeviceKeyHash {
+  std::size_t operator()(DeviceKey key) const noexcept {
+    return (static_cast<std::size_t>(key.tier) << 32) ^ key.index;
+  }
+};
+
+// The registry lock guards these maps and the selection; it is never held
+// while a mechanism lock is taken or a provider is called.
+struct BindingRegistry::State {
+  explicit State(IdentityIssuer issuer) : identities(std::make_shared<IdentityIssuer>(std::move(issuer))) {}
+
+  // Shared with bindings, which issue allocation generations after the registry is gone.
+  std::shared_ptr<IdentityIssuer> identities;
+  std::mutex mutex;
+  std::unordered_map<ProviderContextIdentity, std::shared_ptr<ContextEntry>> contexts;
+  std::unordered_map<AuthorityIdentity, std::shared_ptr<AuthorityEntry>> authorities;
+  std::unordered_map<MechanismIdentity, std::shared_ptr<Mechanism>> mechanisms;
+  std::unordered_map<DeviceKey, MechanismIdentity, DeviceKeyHash> selected;
+};
+
+namespace {
+
+template <class Id>
+Expected<void, BindingError> ensure_local(const IdentityIssuer& issuer, Id identity, std::string_view kind) {
+  if (!issuer.issued(identity)) return fail(BindingError::foreign_registry(kind));
+  return {};
+}
+
+template <class Id>
+Expected<Id, BindingError> issue(IdentityIssuer& issuer) {
+  auto issued = issuer.issue<Id>();
+  if (!issued) return fail(BindingError::identity_exhausted());
+  return *issued;
+}
+
+}  // namespace
+
+Expected<BindingRegistry, BindingError> BindingRegistry::create() {
+  auto issuer = IdentityIssuer::create();
+  if (!issuer) return fail(BindingError::identity_exhausted());
+  return BindingRegistry(std::make_shared<State>(std::move(*issuer)));
+}
+
+Expected<RegisteredProviderContext, BindingError> BindingRegistry::register_provider_context(
+    DeviceKey device, std::shared_ptr<const void> resource) const {
+  auto identity = issue<ProviderContextIdentity>(*state_->identities);
+  if (!identity) return fail(identity.error());
+  auto entry = std::make_shared<ContextEntry>(ContextEntry{*identity, device, std::move(resource)});
+  const std::lock_guard lock(state_->mutex);
+  state_->contexts.emplace(*identity, std::move(entry));
+  return RegisteredProviderContext{*identity, device};
+}
+
+Expected<RegisteredAuthority, BindingError> BindingRegistry::register_authority(
+    DeviceKey device, std::shared_ptr<const void> resource) const {
+  auto identity = issue<AuthorityIdentity>(*state_->identities);
+  if (!identity) return fail(identity.error());
+  auto entry = std::make_shared<AuthorityEntry>(AuthorityEntry{*identity, device, std::move(resource)});
+  const std::lock_guard lock(state_->mutex);
+  state_->authorities.emplace(*identity, std::move(entry));
+  return RegisteredAuthority{*identity, device};
+}
+
+Expected<RegisteredMechanism, BindingError> BindingRegistry::register_allocator(
+    const RegisteredProviderContext& context, const RegisteredAuthority& authority,
+    std::shared_ptr<DeviceAllocator> allocator) const {
+  return register_mechanism(context, authority, std::move(allocator), MechanismCoherence::kSelfContained);
+}
+
+Expected<RegisteredMechanism, BindingError> BindingRegistry::register_trusted_composite(
+    const RegisteredProviderContext& context, const RegisteredAuthority& authority,
+    std::shared_ptr<DeviceAllocator> allocator) const {
+  return register_mechanism(context, authority, std::move(allocator), MechanismCoherence::kTrustedComposite);
+}
+
+Expected<RegisteredMechanism, BindingError> BindingRegistry::register_mechanism(
+    const RegisteredProviderContext& context, const RegisteredAuthority& authority,
+    std::shared_ptr<DeviceAllocator> allocator, MechanismCoherence coherence) const {
+  if (auto local = ensure_local(*state_->identities, context.identity, "provider context"); !local) return fail(local.error());
+  if (auto local = ensure_local(*state_->identities, authority.identity, "authority"); !local) return fail(local.error());
+  std::shared_ptr<ContextEntry> context_entry;
+  std::shared_ptr<AuthorityEntry> authority_entry;
+  {
+    const std::lock_guard lock(state_->mutex);
+    const auto found_context = state_->contexts.find(context.identity);
+    if (found_context == state_->contexts.end()) return fail(BindingError::unregistered(context.identity));
+    const auto found_authority = state_->authorities.find(authority.identity);
+    if (found_authority == state_->authorities.end()) return fail(BindingError::unregistered(authority.identity));
+    context_entry = found_context->second;
+    authority_entry = found_authority->second;
+  }
+  if (authority_entry->device != context_entry->device) {
+    return fail(BindingError::device_mismatch("authority", context_entry->device, authority_entry->device));
+  }
+  // Asked with no lock held: device() is a provider callback.
+  const DeviceKey allocator_device = allocator->device();
+  if (allocator_device != context_entry->device) {
+    return fail(BindingError::device_mismatch("allocator", context_entry->device, allocator_device));
+  }
+  auto identity = issue<MechanismIdentity>(*state_->identities);
+  if (!identity) return fail(identity.error());
+  const DeviceKey device = context_entry->device;
+  auto mechanism = std::make_shared<Mechanism>(
+      *identity, device, coherence,
+      Mechanism::Resources{std::move(context_entry), std::move(authority_entry), std::move(allocator)});
+  const std::lock_guard lock(state_->mutex);
+  state_->mechanisms.emplace(*identity, std::move(mechanism));
+  state_->selected.try_emplace(device, *identity);  // the first mechanism of a device is selected
+  return RegisteredMechanism{*identity, device, coherence};
+}
+
+Expected<std::shared_ptr<Mechanism>, BindingError> BindingRegistry::find(const RegisteredMechanism& mechanism) const {
+  if (auto local = ensure_local(*state_->identities, mechanism.identity, "mechanism"); !local) return fail(local.error());
+  const std::lock_guard lock(state_->mutex);
+  const auto found = state_->mechanisms.find(mechanism.identity);
+  if (found == state_->mechanisms.end()) return fail(BindingError::unregistered(mechanism.identity));
+  return found->second;
+}
+
+Expected<void, BindingError> BindingRegistry::select(const RegisteredMechanism& mechanism) const {
+  auto entry = find(mechanism);
+  if (!entry) return fail(entry.error());
+  if (const auto lifecycle = (*entry)->lifecycle(); lifecycle != MechanismLifecycle::kActive) {
+    return fail(BindingError::inactive_mechanism(mechanism.identity, lifecycle, "selecting a mechanism"));
+  }
+  std::optional<MechanismIdentity> prior;
+  {
+    const std::lock_guard lock(state_->mutex);
+    auto& selected = state_->selected;
+    if (const auto found = selected.find(mechanism.device); found != selected.end()) prior = found->second;
+    selected.insert_or_assign(mechanism.device, mechanism.identity);
+  }
+  // A retire or invalidation may have run between the check and the publish.
+  // It made the lifecycle terminal first, so looking again here catches it.
+  if (const auto lifecycle = (*entry)->lifecycle(); lifecycle != MechanismLifecycle::kActive) {
+    if (auto withdrawn = withdraw_selection(mechanism.device, mechanism.identity, prior); !withdrawn) {
+      return fail(withdrawn.error());
+    }
+    return fail(BindingError::inactive_mechanism(mechanism.identity, lifecycle, "selecting a mechanism"));
+  }
+  return {};
+}
+
+Expected<void, BindingError> BindingRegistry::withdraw_selection(DeviceKey device, MechanismIdentity candidate,
+                                                                 std::optional<MechanismIdentity> prior) const {
+  MechanismIdentity owner = candidate;
+  std::optional<MechanismIdentity> replacement = prior;
+  for (;;) {
+    std::shared_ptr<Mechanism> restorable;
+    if (replacement) {
+      {
+        const std::lock_guard lock(state_->mutex);
+        const auto selected = state_->selected.find(device);
+        if (selected == state_->selected.end() || selected->second != owner) return {};
+        if (const auto found = state_->mechanisms.find(*replacement); found != state_->mechanisms.end()) {
+          restorable = found->second;
+        }
+      }
+      if (restorable && restorable->lifecycle() != MechanismLifecycle::kActive) restorable.reset();
+    }
+    {
+      const std::lock_guard lock(state_->mutex);
+      const auto selected = state_->selected.find(device);
+      if (selected == state_->selected.end() || selected->second != owner) return {};
+      if (!restorable || !state_->mechanisms.contains(restorable->identity())) {
+        state_->selected.erase(selected);
+        return {};
+      }
+      selected->second = restorable->identity();
+    }
+    // The restored mechanism may itself have been retired meanwhile: go round once more.
+    if (restorable->lifecycle() == MechanismLifecycle::kActive) return {};
+    owner = restorable->identity();
+    replacement.reset();
+  }
+}
+
+Expected<MemoryBinding, BindingError> BindingRegistry::bind(DeviceKey device) const {
+  std::shared_ptr<Mechanism> entry;
+  {
+    const std::lock_guard lock(state_->mutex);
+    const auto selected = state_->selected.find(device);
+    if (selected == state_->selected.end()) return fail(BindingError::no_selected_mechanism(device));
+    const auto found = state_->mechanisms.find(selected->second);
+    if (found == state_->mechanisms.end()) return fail(BindingError::unregistered(selected->second));
+    entry = found->second;
+  }
+  return issue_binding(entry);
+}
+
+Expected<MemoryBinding, BindingError> BindingRegistry::bind_registered(const RegisteredMechanism& mechanism) const {
+  auto entry = find(mechanism);
+  if (!entry) return fail(entry.error());
+  return issue_binding(*entry);
+}
+
+Expected<MemoryBinding, BindingError> BindingRegistry::issue_binding(const std::shared_ptr<Mechanism>& mechanism) const {
+  auto operation = mechanism->begin_active("issuing a binding");
+  if (!operation) return fail(operation.error());
+  auto id = issue<BindingId>(*state_->identities);
+  if (!id) return fail(id.error());
+  auto generation = issue<BindingGeneration>(*state_->identities);
+  if (!generation) return fail(generation.error());
+  const BindingIdentity identity{*id, *generation, mechanism->device(), mechanism->identity(), mechanism->context(),
+                                 mechanism->authority()};
+  return MemoryBinding(identity, mechanism, state_->identities);
+}
+
+Expected<void, BindingError> BindingRegistry::retire(const RegisteredMechanism& mechanism) const {
+  auto entry = find(mechanism);
+  if (!entry) return fail(entry.error());
+  // Terminal first, then deselect: see the header.
+  (*entry)->retire();
+  const std::lock_guard lock(state_->mutex);
+  if (const auto selected = state_->selected.find(mechanism.device);
+      selected != state_->selected.end() && selected->second == mechanism.identity) {
+    state_->selected.erase(selected);
+  }
+  return {};
+}
+
+Expected<void, BindingError> BindingRegistry::invalidate_device(DeviceKey device, std::string reason) const {
+  auto shared_reason = std::make_shared<const std::string>(std::move(reason));
+  std::vector<std::shared_ptr<Mechanism>> entries;
+  {
+    const std::lock_guard lock(state_->mutex);
+    for (const auto& [identity, entry] : state_->mechanisms) {
+      if (entry->device() == device) entries.push_back(entry);
+    }
+  }
+  for (const auto& entry : entries) entry->invalidate(shared_reason);
+  const std::lock_guard lock(state_->mutex);
+  const auto selected = state_->selected.find(device);
+  if (selected == state_->selected.end()) return {};
+  for (const auto& entry : entries) {
+    if (entry->identity() == selected->second) {
+      state_->selected.erase(selected);
+      break;
+    }
+  }
+  return {};
+}
+
+Expected<void, BindingError> BindingRegistry::confirm_context_terminated(
+    const RegisteredProviderContext& context) const {
+  if (auto local = ensure_local(*state_->identities, context.identity, "provider context"); !local) return fail(local.error());
+  std::vector<std::shared_ptr<Mechanism>> entries;
+  {
+    const std::lock_guard lock(state_->mutex);
+    if (!state_->contexts.contains(context.identity)) return fail(BindingError::unregistered(context.identity));
+    for (const auto& [identity, entry] : state_->mechanisms) {
+      if (entry->context() == context.identity) entries.push_back(entry);
+    }
+  }
+  // All checked before any is terminated, so a refusal changes nothing. Once
+  // device-lost no new operation can start, so the check stays true.
+  for (const auto& entry : entries) {
+    if (auto terminable = entry->check_terminable(context.identity); !terminable) return terminable;
+  }
+  for (const auto& entry : entries) entry->terminate();
+  return {};
+}
+
+Expected<void, BindingError> BindingRegistry::remove(const RegisteredMechanism& mechanism) const {
+  auto entry = find(mechanism);
+  if (!entry) return fail(entry.error());
+  const MechanismSnapshot snapshot = (*entry)->snapshot();
+  // Quarantine first: it is the reason removal is unsafe that a caller cannot
+  // fix by waiting or retiring.
+  if (snapshot.quarantined_allocations != 0) {
+    return fail(BindingError::quarantined_ownership(mechanism.identity, snapshot.quarantined_allocations));
+  }
+  if (snapshot.lifecycle == MechanismLifecycle::kActive || snapshot.live_allocations != 0 ||
+      snapshot.queued_releases != 0 || snapshot.active_operations != 0) {
+    return fail(BindingError::inactive_mechanism(mechanism.identity, snapshot.lifecycle,
+                                                 "removing a mechanism before it is retired and quiescent"));
+  }
+  const std::lock_guard lock(state_->mutex);
+  if (const auto selected = state_->selected.find(mechanism.device);
+      selected != state_->selected.end() && selected->second == mechanism.identity) {
+    state_->selected.erase(selected);
+  }
+  state_->mechanisms.erase(mechanism.identity);
+  return {};
+}
+
+Expected<void, BindingError> BindingRegistry::remove_provider_context(const RegisteredProviderContext& context) const {
+  if (auto local = ensure_local(*state_->identities, context.identity, "provider context"); !local) return fail(local.error());
+  const std::lock_guard lock(state_->mutex);
+  if (!state_->contexts.contains(context.identity)) return fail(BindingError::unregistered(context.identity));
+  for (const auto& [identity, entry] : state_->mechanisms) {
+    if (entry->context() == context.identity) return fail(BindingError::in_use(context.identity));
+  }
+  state_->contexts.erase(context.identity);
+  return {};
+}
+
+Expected<void, BindingError> BindingRegistry::remove_authority(const RegisteredAuthority& authority) const {
+  if (auto local = ensure_local(*state_->identities, authority.identity, "authority"); !local) return fail(local.error());
+  const std::lock_guard lock(state_->mutex);
+  if (!state_->authorities.contains(authority.identity)) return fail(BindingError::unregistered(authority.identity));
+  for (const auto& [identity, entry] : state_->mechanisms) {
+    if (entry->authority() == authority.identity) return fail(BindingError::in_use(authority.identity));
+  }
+  state_->authorities.erase(authority.identity);
+  return {};
+}
+
+Expected<MechanismSnapshot, BindingError> BindingRegistry::snapshot(const RegisteredMechanism& mechanism) const {
+  auto entry = find(mechanism);
+  if (!entry) return fail(entry.error());
+  return (*entry)->snapshot();
+}
+
+std::vector<MechanismSnapshot> BindingRegistry::snapshots() const {
+  std::vector<std::shared_ptr<Mechanism>> entries;
+  {
+    const std::lock_guard lock(state_->mutex);
+    for (const auto& [identity, entry] : state_->mechanisms) entries.push_back(entry);
+  }
+  std::vector<MechanismSnapshot> result;
+  result.reserve(entries.size());
+  for (const auto& entry : entries) result.push_back(entry->snapshot());
+  return result;
+}
+
+Expected<std::vector<QuarantinedAllocation>, BindingError> BindingRegistry::quarantined(
+    const RegisteredMechanism& mechanism) const {
+  auto entry = find(mechanism);
+  if (!entry) return fail(entry.error());
+  return (*entry)->quarantined();
+}
+
+}  // namespace ortmem

@@ -1,0 +1,90 @@
+#include "ortmem/host/host_deferred_queue.hpp"
+
+#include <vector>
+
+namespace ortmem::host {
+
+HostDeferredReleaseQueue::HostDeferredReleaseQueue(std::shared_ptr<ProviderContextPinSource> context,
+                                                   std::shared_ptr<HostStream> stream, Options options)
+    : context_(std::move(context)), stream_(std::move(stream)), capacity_(options.capacity) {}
+
+HostDeferredReleaseQueue::~HostDeferredReleaseQueue() = default;
+
+Expected<ProviderContextPin, ProviderContextPinError> HostDeferredReleaseQueue::pin_context() noexcept {
+  return context_->pin();
+}
+
+Expected<void, DeferredEnqueueError> HostDeferredReleaseQueue::enqueue(PreparedAllocationRelease request,
+                                                                       ProviderContextPin pin) noexcept {
+  const std::lock_guard lock(mutex_);
+  std::optional<DeferredEnqueueRejection> rejection;
+  if (device_lost_) {
+    rejection = DeferredEnqueueRejection::kDeviceLost;
+  } else if (closed_) {
+    rejection = DeferredEnqueueRejection::kClosed;
+  } else if (capacity_ && entries_.size() >= *capacity_) {
+    rejection = DeferredEnqueueRejection::kFull;
+  } else if (!pin.holds_claim() || pin.context() != context_->context()) {
+    rejection = DeferredEnqueueRejection::kRefused;
+  }
+  if (rejection) return fail(DeferredEnqueueError(*rejection, std::move(request)));
+  try {
+    entries_.push_back(Entry{stream_->submitted(), std::move(request), std::move(pin)});
+  } catch (const std::bad_alloc&) {
+    // push_back is all-or-nothing, so the request is still ours to hand back.
+    return fail(DeferredEnqueueError(DeferredEnqueueRejection::kRefused, std::move(request)));
+  }
+  return {};
+}
+
+std::size_t HostDeferredReleaseQueue::pending() const noexcept {
+  const std::lock_guard lock(mutex_);
+  return entries_.size();
+}
+
+std::size_t HostDeferredReleaseQueue::executed() const noexcept {
+  const std::lock_guard lock(mutex_);
+  return executed_;
+}
+
+std::size_t HostDeferredReleaseQueue::poll() noexcept {
+  const std::unique_lock executing(executing_, std::try_to_lock);
+  if (!executing.owns_lock()) return 0;
+  std::size_t ran = 0;
+  const std::uint64_t completed = stream_->completed();
+  for (;;) {
+    std::optional<Entry> entry;
+    {
+      const std::lock_guard lock(mutex_);
+      if (entries_.empty() || entries_.front().fence > completed) break;
+      entry.emplace(std::move(entries_.front()));
+      entries_.pop_front();
+    }
+    // Outside the bookkeeping lock: the allocator may call back into this queue.
+    (void)std::move(entry->request).execute();
+    entry.reset();  // the pin goes only now, after the request settled
+    ++ran;
+    const std::lock_guard lock(mutex_);
+    ++executed_;
+  }
+  return ran;
+}
+
+void HostDeferredReleaseQueue::close() noexcept {
+  const std::lock_guard lock(mutex_);
+  closed_ = true;
+}
+
+std::size_t HostDeferredReleaseQueue::mark_device_lost() noexcept {
+  std::deque<Entry> lost;
+  {
+    const std::lock_guard lock(mutex_);
+    device_lost_ = true;
+    lost.swap(entries_);
+  }
+  for (Entry& entry : lost) (void)std::move(entry.request).quarantine_device_lost();
+  // Destroying the entries releases the pins, each after its request settled.
+  return lost.size();
+}
+
+}  // namespace ortmem::host

@@ -61,9 +61,15 @@ struct RegisteredMechanism {
   friend bool operator==(const RegisteredMechanism&, const RegisteredMechanism&) = default;
 };
 
+struct RegistryOptions {
+  // The first identity serial to issue. Only exhaustion tests set it high, to
+  // reach the end of the identity space without issuing 2^64 identities.
+  std::uint64_t first_serial = 1;
+};
+
 class BindingRegistry {
  public:
-  [[nodiscard]] static Expected<BindingRegistry, BindingError> create();
+  [[nodiscard]] static Expected<BindingRegistry, BindingError> create(RegistryOptions options = {});
 
   // `resource` is whatever the provider needs kept alive (a context object, a
   // loaded library); the registry only holds it.

@@ -49,8 +49,8 @@ Expected<Id, BindingError> issue(IdentityIssuer& issuer) {
 
 }  // namespace
 
-Expected<BindingRegistry, BindingError> BindingRegistry::create() {
-  auto issuer = IdentityIssuer::create();
+Expected<BindingRegistry, BindingError> BindingRegistry::create(RegistryOptions options) {
+  auto issuer = IdentityIssuer::create_starting_at(options.first_serial);
   if (!issuer) return fail(BindingError::identity_exhausted());
   return BindingRegistry(std::make_shared<State>(std::move(*issuer)));
 }

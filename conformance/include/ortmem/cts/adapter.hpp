@@ -1,0 +1,122 @@
+// ortmem/cts/adapter.hpp: what an implementation hands the kit to be certified.
+//
+// An adapter supplies the objects under test (a fresh allocator, a provider
+// context with its pin source, a deferred release queue) and the controls the
+// suites need to drive their lifecycle (retire, tear down, lose the device,
+// signal fences, drain, close), plus a way to fill and read the bytes of an
+// allocation, since device memory cannot be dereferenced by the host.
+//
+// Declared capabilities are checked three ways: a declared capability must
+// work (declared but reporting unsupported FAILS); an undeclared one must be
+// absent (its tests are not-applicable); core requirements apply to everyone.
+//
+// Every factory returns a fresh object per call: suites never share state
+// between tests.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+
+#include "ortmem/allocator.hpp"
+#include "ortmem/context_pin.hpp"
+#include "ortmem/deferred.hpp"
+#include "ortmem/device.hpp"
+
+namespace ortmem::cts {
+
+enum class Capability : std::uint8_t {
+  kVirtualBacking,  // the allocator exposes VirtualBacking          -> profile "virtual"
+  kSharedMapping,   // the allocator exposes SharedMapping           -> profile "shared"
+  kContextPins,     // make_context() gives a pin source             -> profile "pins"
+  kDeferredQueue,   // make_queue() gives a deferred release queue   -> profile "deferred"
+  kFaultInjection,  // faults() can make mechanism calls fail
+};
+
+[[nodiscard]] std::string_view capability_name(Capability capability) noexcept;
+
+struct AdapterInfo {
+  std::string name;
+  std::string version;
+  std::string vendor;
+  DeviceKey device;
+  std::set<Capability> capabilities;
+
+  [[nodiscard]] bool declares(Capability capability) const { return capabilities.contains(capability); }
+};
+
+// Whether the adapter can run on this machine, and if not, why (no GPU, no driver).
+struct Availability {
+  bool available = true;
+  std::string reason;
+};
+
+// A provider context under test: its pin source plus lifecycle controls.
+class ContextUnderTest {
+ public:
+  virtual ~ContextUnderTest() = default;
+  [[nodiscard]] virtual ProviderContextPinSource& pins() = 0;
+  // The exact number of outstanding pins, when the implementation can tell.
+  [[nodiscard]] virtual std::optional<std::uint64_t> outstanding_pins() const = 0;
+  // No new pins from now on; outstanding ones stay valid.
+  virtual void begin_retirement() = 0;
+  // Observes outstanding pins: succeeds only when none is left by `deadline`.
+  [[nodiscard]] virtual bool teardown(std::chrono::steady_clock::time_point deadline) = 0;
+  virtual void mark_device_lost() = 0;
+};
+
+// A deferred release queue under test plus its controls.
+class QueueUnderTest {
+ public:
+  virtual ~QueueUnderTest() = default;
+  [[nodiscard]] virtual DeferredReleaseQueue& queue() = 0;
+  // Submits a piece of work that uses the memory: fences recorded after it wait for it.
+  virtual void record_use() = 0;
+  // Lets all submitted work finish, so every recorded fence is passed.
+  virtual void signal_fences() = 0;
+  // Executes every request whose fence has passed; returns how many ran.
+  virtual std::size_t drain() = 0;
+  virtual void close() = 0;
+  // The queue saw device loss: pending requests settle without the allocator.
+  virtual void mark_device_lost() = 0;
+  [[nodiscard]] virtual std::optional<std::size_t> capacity() const = 0;
+};
+
+// Reading and writing allocation bytes from the host.
+class MemoryAccess {
+ public:
+  virtual ~MemoryAccess() = default;
+  virtual void fill(void* ptr, std::size_t bytes, std::uint8_t value) = 0;
+  virtual void read(const void* ptr, std::span<std::uint8_t> out) = 0;
+};
+
+struct ContextOptions {
+  // Outstanding pins beyond this many must be refused with pin-count-overflow.
+  // A small cap lets the suite reach overflow; adapters must honour it.
+  std::optional<std::uint64_t> max_outstanding_pins;
+};
+
+struct QueueOptions {
+  std::optional<std::size_t> capacity;
+};
+
+class Adapter {
+ public:
+  virtual ~Adapter() = default;
+  [[nodiscard]] virtual AdapterInfo info() const = 0;
+  [[nodiscard]] virtual Availability available() const = 0;
+  [[nodiscard]] virtual std::shared_ptr<DeviceAllocator> make_allocator() = 0;
+  // A context named `identity` (registered with the suite's registry).
+  [[nodiscard]] virtual std::unique_ptr<ContextUnderTest> make_context(ProviderContextIdentity identity,
+                                                                       ContextOptions options = {}) = 0;
+  [[nodiscard]] virtual std::unique_ptr<QueueUnderTest> make_queue(ContextUnderTest& context,
+                                                                   QueueOptions options) = 0;
+  [[nodiscard]] virtual MemoryAccess& memory() = 0;
+};
+
+}  // namespace ortmem::cts

@@ -1,0 +1,48 @@
+// ortmem/cts/counting_allocator.hpp: a decorator that counts what the
+// registry asks of an adapter's allocator.
+//
+// Not a test double: every call goes to the real allocator under test, and
+// the decorator only counts, so a suite can assert "the allocator was not
+// called" (device loss, quarantine) and "released exactly once". Capability
+// discovery is forwarded unchanged, so coherence is the inner allocator's.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+
+#include "ortmem/allocator.hpp"
+
+namespace ortmem::cts {
+
+class CountingAllocator final : public DeviceAllocator {
+ public:
+  explicit CountingAllocator(std::shared_ptr<DeviceAllocator> inner) : inner_(std::move(inner)) {}
+
+  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
+    allocate_calls.fetch_add(1, std::memory_order_relaxed);
+    return inner_->allocate(bytes, align);
+  }
+  AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
+    release_calls.fetch_add(1, std::memory_order_relaxed);
+    return inner_->release(ptr, bytes, align);
+  }
+  void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
+    release_calls.fetch_add(1, std::memory_order_relaxed);
+    inner_->deallocate(ptr, bytes, align);
+  }
+  DeviceKey device() const noexcept override { return inner_->device(); }
+  bool commits_on_demand() const noexcept override { return inner_->commits_on_demand(); }
+  VirtualBacking* as_virtual_backing() noexcept override { return inner_->as_virtual_backing(); }
+  SharedMapping* as_shared_mapping() noexcept override { return inner_->as_shared_mapping(); }
+
+  [[nodiscard]] DeviceAllocator& inner() noexcept { return *inner_; }
+
+  std::atomic<std::size_t> allocate_calls{0};
+  std::atomic<std::size_t> release_calls{0};
+
+ private:
+  std::shared_ptr<DeviceAllocator> inner_;
+};
+
+}  // namespace ortmem::cts

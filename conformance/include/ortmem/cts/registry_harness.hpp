@@ -1,0 +1,53 @@
+// ortmem/cts/registry_harness.hpp: the reference registry driving an adapter.
+//
+// Registry-side requirements (BIND, OWN, REL, DQ, LOCK, TEAR) are kept by the
+// reference registry, but they are only worth certifying with the adapter's
+// own objects underneath: its allocator (behind a counting decorator), its
+// provider context and its queue. The harness registers them and binds once.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "ortmem/cts/adapter.hpp"
+#include "ortmem/cts/counting_allocator.hpp"
+#include "ortmem/ortmem.hpp"
+
+namespace ortmem::cts {
+
+struct RegistryHarness {
+  // Builds everything or records a fatal failure (check HasFatalFailure()).
+  explicit RegistryHarness(Adapter& adapter)
+      : registry(*BindingRegistry::create()),
+        allocator(std::make_shared<CountingAllocator>(adapter.make_allocator())) {
+    const DeviceKey device = adapter.info().device;
+    auto registered_context = registry.register_provider_context(device);
+    auto registered_authority = registry.register_authority(device);
+    EXPECT_TRUE(registered_context && registered_authority);
+    if (!registered_context || !registered_authority) return;
+    context_registration = *registered_context;
+    authority = *registered_authority;
+    auto registered = registry.register_allocator(context_registration, authority, allocator);
+    EXPECT_TRUE(registered) << (registered ? "" : registered.error().message());
+    if (!registered) return;
+    mechanism = *registered;
+    context = adapter.make_context(context_registration.identity);
+    auto bound = registry.bind(device);
+    EXPECT_TRUE(bound) << (bound ? "" : bound.error().message());
+    if (bound) binding.emplace(std::move(*bound));
+  }
+
+  [[nodiscard]] MechanismSnapshot snapshot() const { return *registry.snapshot(mechanism); }
+  [[nodiscard]] bool ready() const { return binding.has_value() && context != nullptr; }
+
+  BindingRegistry registry;
+  std::shared_ptr<CountingAllocator> allocator;
+  RegisteredProviderContext context_registration;
+  RegisteredAuthority authority;
+  RegisteredMechanism mechanism;
+  std::unique_ptr<ContextUnderTest> context;
+  std::optional<MemoryBinding> binding;
+};
+
+}  // namespace ortmem::cts

@@ -1,0 +1,68 @@
+// ortmem/cts/suite.hpp: what every conformance test stands on.
+//
+// Suites are GoogleTest value-parameterized tests over the adapters selected
+// for the run (the parameter is the adapter's name). Each test:
+//   - names the requirement ids it checks with covers(...); the runner maps
+//     results to requirements through that property;
+//   - gets a fresh Adapter in SetUp();
+//   - when it checks an optional capability the adapter does not declare,
+//     ends as not-applicable through ORTMEM_CTS_REQUIRE(capability).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "ortmem/cts/adapter.hpp"
+#include "ortmem/cts/adapter_registry.hpp"
+
+namespace ortmem::cts {
+
+// Marks the test's requirement ids (see reference/tests/support/requirements.hpp).
+template <class... Ids>
+void covers(const char* first, Ids... rest) {
+  std::string joined = first;
+  ((joined += ' ', joined += rest), ...);
+  ::testing::Test::RecordProperty("requirements", joined);
+}
+
+// The prefix the runner reads to tell not-applicable from other skips.
+inline constexpr std::string_view kNotApplicable = "not-applicable: ";
+
+class AdapterSuite : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    adapter_ = make_adapter(GetParam());
+    ASSERT_NE(adapter_, nullptr) << "adapter '" << GetParam() << "' is not registered";
+    info_ = adapter_->info();
+  }
+
+  [[nodiscard]] Adapter& adapter() { return *adapter_; }
+  [[nodiscard]] const AdapterInfo& info() const { return info_; }
+
+ private:
+  std::unique_ptr<Adapter> adapter_;
+  AdapterInfo info_;
+};
+
+// Instance names are the adapter names: "Allocator/AlignedNonNull/host".
+struct AdapterName {
+  std::string operator()(const ::testing::TestParamInfo<std::string>& info) const { return info.param; }
+};
+
+}  // namespace ortmem::cts
+
+// Ends the test as not-applicable unless the adapter declares `capability`.
+#define ORTMEM_CTS_REQUIRE(capability)                                                         \
+  do {                                                                                         \
+    if (!info().declares(capability)) {                                                        \
+      GTEST_SKIP() << ::ortmem::cts::kNotApplicable << "the adapter does not declare "        \
+                   << ::ortmem::cts::capability_name(capability);                              \
+    }                                                                                          \
+  } while (false)
+
+// Instantiates `suite` for every adapter selected for this run.
+#define ORTMEM_CTS_INSTANTIATE(suite)                                                          \
+  INSTANTIATE_TEST_SUITE_P(Adapters, suite, ::testing::ValuesIn(::ortmem::cts::selected_adapters()), \
+                           ::ortmem::cts::AdapterName{})

@@ -1,0 +1,297 @@
+// The ordinary allocator contract (ALLOC), against any adapter's allocator.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "ortmem/cts/suite.hpp"
+
+namespace ortmem::cts {
+namespace {
+
+class Allocator : public AdapterSuite {
+ protected:
+  void SetUp() override {
+    AdapterSuite::SetUp();
+    allocator_ = adapter().make_allocator();
+    ASSERT_NE(allocator_, nullptr);
+  }
+  void TearDown() override {
+    for (const Block& block : live_) (void)allocator_->release(block.ptr, block.bytes, block.align);
+  }
+
+  struct Block {
+    void* ptr;
+    std::size_t bytes;
+    std::size_t align;
+  };
+
+  // Allocates and remembers, so a failed assertion never leaks the block.
+  void* allocate_ok(std::size_t bytes, std::size_t align) {
+    auto ptr = allocator_->allocate(bytes, align);
+    EXPECT_TRUE(ptr) << "allocate(" << bytes << ", " << align << "): " << (ptr ? "" : ptr.error().message());
+    if (!ptr) return nullptr;
+    live_.push_back({*ptr, bytes, align});
+    return *ptr;
+  }
+  AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) {
+    auto outcome = allocator_->release(ptr, bytes, align);
+    if (!outcome.is_failed()) {
+      std::erase_if(live_, [&](const Block& block) { return block.ptr == ptr; });
+    }
+    return outcome;
+  }
+  bool holds(void* ptr, std::size_t bytes, std::uint8_t value) {
+    std::vector<std::uint8_t> bytes_read(bytes);
+    adapter().memory().read(ptr, bytes_read);
+    return std::all_of(bytes_read.begin(), bytes_read.end(), [&](std::uint8_t b) { return b == value; });
+  }
+
+  std::shared_ptr<DeviceAllocator> allocator_;
+  std::vector<Block> live_;
+};
+
+TEST_P(Allocator, ReturnsNonNullAlignedAddressesFor1ByteTo4MiBAlignment) {
+  covers("ALLOC-005");
+  for (std::size_t align = 1; align <= (std::size_t{4} << 20); align <<= 1) {
+    for (std::size_t bytes : {std::size_t{1}, std::size_t{100}, std::size_t{65536}}) {
+      void* ptr = allocate_ok(bytes, align);
+      ASSERT_NE(ptr, nullptr);
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(ptr) % align, 0U) << "bytes " << bytes << " align " << align;
+      EXPECT_TRUE(release(ptr, bytes, align).is_complete());
+    }
+  }
+}
+
+TEST_P(Allocator, ServesSizesFromZeroTo64MiB) {
+  covers("ALLOC-005", "ALLOC-007", "ALLOC-017");
+  for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, std::size_t{1} << 20,
+                            std::size_t{64} << 20}) {
+    auto ptr = allocator_->allocate(bytes, 64);
+    if (bytes == 0 && !ptr) {
+      // A mechanism that cannot serve zero bytes must say so as invalid-request.
+      EXPECT_EQ(ptr.error().kind(), MemoryError::Kind::kInvalidRequest) << ptr.error().message();
+      continue;
+    }
+    ASSERT_TRUE(ptr) << bytes << " bytes: " << ptr.error().message();
+    live_.push_back({*ptr, bytes, 64});
+    const auto outcome = release(*ptr, bytes, 64);
+    ASSERT_TRUE(outcome.is_complete()) << outcome.describe();
+    EXPECT_EQ(outcome.accounting()->allocation_bytes, bytes);
+  }
+}
+
+TEST_P(Allocator, RefusesNonPowerOfTwoAlignmentWithAReason) {
+  covers("ALLOC-008", "ALLOC-001", "ALLOC-003");
+  for (std::size_t align : {std::size_t{0}, std::size_t{3}, std::size_t{24}, std::size_t{1000}}) {
+    auto ptr = allocator_->allocate(64, align);
+    if (ptr) live_.push_back({*ptr, 64, align});
+    ASSERT_FALSE(ptr) << "alignment " << align << " was accepted";
+    EXPECT_EQ(ptr.error().kind(), MemoryError::Kind::kInvalidRequest);
+    EXPECT_EQ(ptr.error().requested(), 64U);
+    EXPECT_FALSE(ptr.error().reason().empty());
+    EXPECT_NE(ptr.error().message().find("64 bytes"), std::string::npos) << ptr.error().message();
+  }
+}
+
+TEST_P(Allocator, RefusesSizesThatOverflowWhenRounded) {
+  covers("ALLOC-008");
+  auto ptr = allocator_->allocate(SIZE_MAX, 4096);
+  if (ptr) live_.push_back({*ptr, SIZE_MAX, 4096});
+  ASSERT_FALSE(ptr) << "SIZE_MAX bytes were granted";
+  EXPECT_EQ(ptr.error().kind(), MemoryError::Kind::kInvalidRequest) << ptr.error().message();
+}
+
+TEST_P(Allocator, ReportsAHugeRequestAsAllocationFailedWithTheBackingReason) {
+  covers("ALLOC-009", "ALLOC-002");
+  const std::size_t one_pib = std::size_t{1} << 50;
+  auto ptr = allocator_->allocate(one_pib, 64);
+  if (ptr) live_.push_back({*ptr, one_pib, 64});
+  ASSERT_FALSE(ptr) << "1 PiB was granted";
+  EXPECT_EQ(ptr.error().kind(), MemoryError::Kind::kAllocationFailed) << ptr.error().message();
+  EXPECT_FALSE(ptr.error().reason().empty()) << "allocation-failed must carry the backing allocator's reason";
+  EXPECT_NE(ptr.error().message().find(ptr.error().reason()), std::string::npos);
+}
+
+TEST_P(Allocator, LiveAllocationsNeverOverlapAndKeepTheirBytes) {
+  covers("ALLOC-006", "ALLOC-015");
+  std::vector<std::pair<Block, std::uint8_t>> blocks;
+  for (std::size_t i = 0; i < 48; ++i) {
+    const std::size_t bytes = 1 + (i * 4099) % 70000;
+    const std::size_t align = std::size_t{1} << (i % 14);
+    void* ptr = allocate_ok(bytes, align);
+    ASSERT_NE(ptr, nullptr);
+    const auto pattern = static_cast<std::uint8_t>(0x11 + i * 29);
+    adapter().memory().fill(ptr, bytes, pattern);
+    blocks.push_back({{ptr, bytes, align}, pattern});
+  }
+  auto sorted = blocks;
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first.ptr < b.first.ptr; });
+  for (std::size_t i = 1; i < sorted.size(); ++i) {
+    const auto end = reinterpret_cast<std::uintptr_t>(sorted[i - 1].first.ptr) + sorted[i - 1].first.bytes;
+    EXPECT_LE(end, reinterpret_cast<std::uintptr_t>(sorted[i].first.ptr)) << "two live allocations overlap";
+  }
+  for (const auto& [block, pattern] : blocks) {
+    EXPECT_TRUE(holds(block.ptr, block.bytes, pattern)) << "bytes of a live allocation changed";
+  }
+}
+
+TEST_P(Allocator, DeviceAndCapabilityDiscoveryAreStable) {
+  covers("ALLOC-010", "ALLOC-004");
+  const DeviceKey device = allocator_->device();
+  EXPECT_EQ(device, info().device) << "the allocator's device is not the one the adapter declares";
+  VirtualBacking* virtual_backing = allocator_->as_virtual_backing();
+  SharedMapping* shared_mapping = allocator_->as_shared_mapping();
+  const bool on_demand = allocator_->commits_on_demand();
+  for (int round = 0; round < 16; ++round) {
+    void* ptr = allocate_ok(128, 16);
+    ASSERT_NE(ptr, nullptr);
+    EXPECT_TRUE(release(ptr, 128, 16).is_complete());
+    EXPECT_EQ(allocator_->device(), device);
+    EXPECT_EQ(allocator_->as_virtual_backing(), virtual_backing);
+    EXPECT_EQ(allocator_->as_shared_mapping(), shared_mapping);
+    EXPECT_EQ(allocator_->commits_on_demand(), on_demand);
+  }
+}
+
+TEST_P(Allocator, DeclaredCapabilitiesArePresentAndUndeclaredOnesAbsent) {
+  covers("ALLOC-011", "ALLOC-012");
+  EXPECT_EQ(allocator_->as_virtual_backing() != nullptr, info().declares(Capability::kVirtualBacking))
+      << "virtual backing: declared and discovered must agree";
+  EXPECT_EQ(allocator_->as_shared_mapping() != nullptr, info().declares(Capability::kSharedMapping))
+      << "shared mapping: declared and discovered must agree";
+}
+
+TEST_P(Allocator, CommitsOnDemandIsOnlyPromisedWithVirtualBacking) {
+  covers("ALLOC-013");
+  if (allocator_->commits_on_demand()) {
+    EXPECT_NE(allocator_->as_virtual_backing(), nullptr)
+        << "commits_on_demand() promises lazy commits, which needs virtual backing";
+  } else {
+    SUCCEED() << "false is always allowed";
+  }
+}
+
+TEST_P(Allocator, CompleteReleaseReportsTheExactSize) {
+  covers("ALLOC-017", "ALLOC-014");
+  for (std::size_t bytes : {std::size_t{1}, std::size_t{777}, std::size_t{1} << 16}) {
+    void* ptr = allocate_ok(bytes, 8);
+    ASSERT_NE(ptr, nullptr);
+    const auto outcome = release(ptr, bytes, 8);
+    ASSERT_TRUE(outcome.is_complete()) << outcome.describe();
+    EXPECT_EQ(outcome.accounting()->allocation_bytes, bytes);
+    EXPECT_EQ(outcome.state(), AllocationReleaseState::kReleased);
+  }
+}
+
+TEST_P(Allocator, EveryReleaseOutcomeIsHonestAboutWhatChanged) {
+  covers("ALLOC-019", "ALLOC-018", "ALLOC-017");
+  // Whatever the allocator answers under a mixed workload must be one of the
+  // three honest shapes: Complete for the whole size; Failed with the
+  // allocation still live (releasable again); Quarantined with residual facts
+  // that name this allocation and never claim more than it holds.
+  for (std::size_t i = 0; i < 200; ++i) {
+    const std::size_t bytes = 1 + (i * 7919) % (std::size_t{1} << 18);
+    const std::size_t align = std::size_t{1} << (i % 12);
+    void* ptr = allocate_ok(bytes, align);
+    ASSERT_NE(ptr, nullptr);
+    auto outcome = release(ptr, bytes, align);
+    if (outcome.is_failed()) {
+      EXPECT_TRUE(release(ptr, bytes, align).is_complete()) << "a Failed release left the allocation unreleasable";
+      continue;
+    }
+    ASSERT_NE(outcome.accounting(), nullptr);
+    EXPECT_EQ(outcome.accounting()->allocation_bytes, bytes);
+    if (const ResidualOwnership* residual = outcome.residual()) {
+      EXPECT_EQ(residual->address, reinterpret_cast<std::uintptr_t>(ptr));
+      EXPECT_EQ(residual->align, align);
+      EXPECT_LE(residual->retained_bytes, bytes);
+      EXPECT_TRUE(residual->state == AllocationReleaseState::kPartiallyUnmapped ||
+                  residual->state == AllocationReleaseState::kQuarantined)
+          << state_name(residual->state);
+    }
+  }
+}
+
+TEST_P(Allocator, AnUnknownAddressIsFailedWithNothingChanged) {
+  covers("ALLOC-020", "ALLOC-018");
+  void* ptr = allocate_ok(4096, 64);
+  ASSERT_NE(ptr, nullptr);
+  adapter().memory().fill(ptr, 4096, 0xA5);
+  // An address inside a live allocation is not an allocation.
+  void* inside = static_cast<unsigned char*>(ptr) + 64;
+  const auto outcome = allocator_->release(inside, 64, 64);
+  ASSERT_TRUE(outcome.is_failed()) << outcome.describe();
+  EXPECT_EQ(outcome.state(), AllocationReleaseState::kLive);
+  EXPECT_TRUE(holds(ptr, 4096, 0xA5)) << "a Failed release changed the allocation";
+  EXPECT_TRUE(release(ptr, 4096, 64).is_complete()) << "the allocation must stay releasable";
+}
+
+TEST_P(Allocator, AMismatchedSizeOrAlignmentIsFailedAndStaysLive) {
+  covers("ALLOC-020", "ALLOC-018");
+  void* ptr = allocate_ok(1024, 64);
+  ASSERT_NE(ptr, nullptr);
+  adapter().memory().fill(ptr, 1024, 0x3C);
+  for (auto [bytes, align] : {std::pair<std::size_t, std::size_t>{1023, 64}, {2048, 64}, {1024, 32}}) {
+    const auto outcome = allocator_->release(ptr, bytes, align);
+    EXPECT_TRUE(outcome.is_failed()) << "release(" << bytes << ", " << align << "): " << outcome.describe();
+  }
+  EXPECT_TRUE(holds(ptr, 1024, 0x3C));
+  EXPECT_TRUE(release(ptr, 1024, 64).is_complete());
+}
+
+TEST_P(Allocator, ADoubleReleaseIsReportedFailed) {
+  covers("ALLOC-021");
+  void* ptr = allocate_ok(256, 16);
+  ASSERT_NE(ptr, nullptr);
+  ASSERT_TRUE(release(ptr, 256, 16).is_complete());
+  EXPECT_TRUE(allocator_->release(ptr, 256, 16).is_failed());
+}
+
+TEST_P(Allocator, LegacyDeallocateGivesTheAllocationBack) {
+  covers("ALLOC-022");
+  void* ptr = allocate_ok(512, 16);
+  ASSERT_NE(ptr, nullptr);
+  allocator_->deallocate(ptr, 512, 16);
+  std::erase_if(live_, [&](const Block& block) { return block.ptr == ptr; });
+  EXPECT_TRUE(allocator_->release(ptr, 512, 16).is_failed()) << "deallocate did not give the allocation back";
+}
+
+TEST_P(Allocator, ConcurrentAllocateAndReleaseAreSafe) {
+  covers("ALLOC-016", "ALLOC-006");
+  constexpr int kThreads = 4;
+  std::atomic<int> problems{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<Block> mine;
+      for (int round = 0; round < 500; ++round) {
+        const std::size_t bytes = 16 + static_cast<std::size_t>((round * 37 + t * 11) % 2000);
+        auto ptr = allocator_->allocate(bytes, 16);
+        if (!ptr) {
+          ++problems;
+          continue;
+        }
+        adapter().memory().fill(*ptr, bytes, static_cast<std::uint8_t>(t + 1));
+        mine.push_back({*ptr, bytes, 16});
+        if (mine.size() > 6) {
+          const Block oldest = mine.front();
+          mine.erase(mine.begin());
+          if (!holds(oldest.ptr, oldest.bytes, static_cast<std::uint8_t>(t + 1))) ++problems;
+          if (!allocator_->release(oldest.ptr, oldest.bytes, oldest.align).is_complete()) ++problems;
+        }
+      }
+      for (const Block& block : mine) {
+        if (!allocator_->release(block.ptr, block.bytes, block.align).is_complete()) ++problems;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(problems.load(), 0);
+}
+
+ORTMEM_CTS_INSTANTIATE(Allocator);
+
+}  // namespace
+}  // namespace ortmem::cts

@@ -1,0 +1,222 @@
+// Owning release (OWN, REL), with the adapter's allocator underneath.
+#include <atomic>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "ortmem/cts/registry_harness.hpp"
+#include "ortmem/cts/suite.hpp"
+
+namespace ortmem::cts {
+namespace {
+
+class Owning : public AdapterSuite {
+ protected:
+  void SetUp() override {
+    AdapterSuite::SetUp();
+    harness_ = std::make_unique<RegistryHarness>(adapter());
+    ASSERT_TRUE(harness_->ready());
+  }
+  MemoryBinding& binding() { return *harness_->binding; }
+  OwningAllocation owner(std::size_t bytes = 256) {
+    auto allocation = binding().allocate_owning(bytes, 64);
+    EXPECT_TRUE(allocation);
+    return std::move(*allocation);
+  }
+  std::size_t releases() const { return harness_->allocator->release_calls.load(); }
+
+  std::unique_ptr<RegistryHarness> harness_;
+};
+
+TEST_P(Owning, OwnersAreMoveOnlyAndReleasedExactlyOnce) {
+  covers("OWN-001", "OWN-002", "REL-008");
+  static_assert(!std::is_copy_constructible_v<OwningAllocation>);
+  static_assert(!std::is_copy_assignable_v<OwningAllocation>);
+  auto allocation = owner(4096);
+  adapter().memory().fill(allocation.data(), 4096, 0x5A);
+  auto outcome = std::move(allocation).release_now();
+  ASSERT_TRUE(outcome);
+  ASSERT_TRUE(outcome->is_complete()) << outcome->describe();
+  EXPECT_EQ(outcome->accounting()->allocation_bytes, 4096U);
+  EXPECT_FALSE(allocation.owns()) << "a consumed owner still owns";
+  EXPECT_EQ(releases(), 1U);
+  EXPECT_FALSE(harness_->snapshot().retains_ownership());
+}
+
+TEST_P(Owning, DroppingAnOwnerQuarantinesWithoutCallingTheAllocator) {
+  covers("OWN-003", "OWN-004", "OWN-008");
+  AllocationIdentity identity;
+  void* address = nullptr;
+  {
+    auto allocation = owner(300);
+    identity = allocation.identity();
+    address = allocation.data();
+  }
+  EXPECT_EQ(releases(), 0U) << "a destructor called the allocator";
+  const MechanismSnapshot snapshot = harness_->snapshot();
+  EXPECT_EQ(snapshot.live_allocations, 0U);
+  EXPECT_EQ(snapshot.quarantined_allocations, 1U);
+  EXPECT_EQ(snapshot.quarantined_bytes, 300U);
+  const auto records = binding().quarantined();
+  ASSERT_EQ(records.size(), 1U);
+  EXPECT_EQ(records[0].identity, identity);
+  EXPECT_EQ(records[0].address, reinterpret_cast<std::uintptr_t>(address));
+  EXPECT_EQ(records[0].bytes, 300U);
+  EXPECT_EQ(records[0].align, 64U);
+  EXPECT_EQ(records[0].state, AllocationReleaseState::kQuarantined);
+  EXPECT_EQ(records[0].reason.kind, QuarantineReason::Kind::kOwnerDropped);
+  EXPECT_EQ(records[0].retained_bytes, 300U);
+}
+
+TEST_P(Owning, AnAbandonedPreparedRequestQuarantines) {
+  covers("OWN-003", "REL-004");
+  {
+    auto prepared = owner(128).prepare_release();
+    ASSERT_TRUE(prepared);
+    EXPECT_EQ(prepared->state(), AllocationReleaseState::kQueued) << "prepared but not enqueued is already queued";
+    EXPECT_EQ(prepared->provider_context(), harness_->context_registration.identity);
+    EXPECT_EQ(prepared->authority(), harness_->authority.identity);
+    EXPECT_EQ(harness_->snapshot().queued_releases, 1U);
+  }
+  EXPECT_EQ(releases(), 0U);
+  const auto records = binding().quarantined();
+  ASSERT_EQ(records.size(), 1U);
+  EXPECT_EQ(records[0].reason.kind, QuarantineReason::Kind::kAbandonedRequest);
+  EXPECT_EQ(harness_->snapshot().queued_releases, 0U);
+}
+
+TEST_P(Owning, ViewsBlockReleaseAndTheOwnerComesBackLive) {
+  covers("OWN-005", "OWN-007");
+  auto allocation = owner(512);
+  const AllocationIdentity identity = allocation.identity();
+  auto lent = allocation.view(0, 256);
+  ASSERT_TRUE(lent);
+  std::optional<OwnedView> view(std::move(*lent));
+  std::optional<OwnedView> clone(*view);
+  auto refused = std::move(allocation).release_now();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().error().kind(), BindingError::Kind::kOutstandingViews);
+  EXPECT_EQ(refused.error().error().count(), 2U);
+  EXPECT_EQ(refused.error().state(), AllocationReleaseState::kLive);
+  EXPECT_EQ(releases(), 0U);
+  OwningAllocation back = std::move(refused.error()).take_allocation();
+  EXPECT_EQ(back.identity(), identity);
+  EXPECT_EQ(harness_->snapshot().live_allocations, 1U);
+  clone.reset();
+  view.reset();
+  EXPECT_EQ(back.outstanding_views(), 0U);
+  auto outcome = std::move(back).release_now();
+  ASSERT_TRUE(outcome);
+  EXPECT_TRUE(outcome->is_complete());
+}
+
+TEST_P(Owning, AViewThatOutlivesItsOwnerIsStale) {
+  covers("OWN-006");
+  std::optional<OwnedView> survivor;
+  {
+    auto allocation = owner(64);
+    auto view = allocation.view(0, 64);
+    ASSERT_TRUE(view);
+    survivor.emplace(std::move(*view));
+  }
+  bool called = false;
+  auto used = binding().with_view(survivor->view(), [&](ValidatedMemoryView) { called = true; });
+  ASSERT_FALSE(used);
+  EXPECT_EQ(used.error().kind(), BindingError::Kind::kStaleAllocation);
+  EXPECT_FALSE(called);
+}
+
+TEST_P(Owning, PrepareMatchesBindingAndGenerationExactlyOnce) {
+  covers("REL-002", "REL-003", "REL-012");
+  auto allocation = binding().allocate(96, 32);
+  ASSERT_TRUE(allocation);
+  const BoundAllocation copy = *allocation;
+  auto first = binding().prepare_release(std::move(*allocation));
+  ASSERT_TRUE(first);
+  auto second = binding().prepare_release(copy);
+  ASSERT_FALSE(second) << "the same allocation was prepared twice";
+  EXPECT_EQ(second.error().error().kind(), BindingError::Kind::kStaleAllocation);
+  EXPECT_FALSE(second.error().is_quarantined());
+  EXPECT_TRUE(std::move(*first).execute().is_complete());
+  EXPECT_EQ(releases(), 1U);
+  auto again = binding().release(copy);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().error().kind(), BindingError::Kind::kStaleAllocation);
+  EXPECT_EQ(releases(), 1U) << "released metadata reached the allocator again";
+}
+
+TEST_P(Owning, ExecuteAfterDeviceLossQuarantinesWithoutTheAllocator) {
+  covers("REL-006", "REL-010", "TEAR-004");
+  auto prepared = owner(640).prepare_release();
+  ASSERT_TRUE(prepared);
+  ASSERT_TRUE(harness_->registry.invalidate_device(info().device, "test: lost"));
+  const auto outcome = std::move(*prepared).execute();
+  EXPECT_FALSE(outcome.is_failed()) << "execute returned Failed";
+  ASSERT_TRUE(outcome.is_quarantined());
+  EXPECT_EQ(outcome.state(), AllocationReleaseState::kDeviceLost);
+  EXPECT_EQ(outcome.residual()->reason.kind, QuarantineReason::Kind::kDeviceLost);
+  EXPECT_EQ(outcome.residual()->retained_bytes, 640U);
+  EXPECT_EQ(releases(), 0U);
+  auto refused = binding().allocate_owning(64, 8);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind(), BindingError::Kind::kDeviceLost);
+  EXPECT_NE(refused.error().message().find("test: lost"), std::string::npos);
+}
+
+TEST_P(Owning, DeviceLossBeforePrepareHandsTheOwnerBack) {
+  covers("OWN-007", "TEAR-004");
+  auto allocation = owner(64);
+  ASSERT_TRUE(harness_->registry.invalidate_device(info().device, "lost"));
+  auto refused = std::move(allocation).release_now();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().error().kind(), BindingError::Kind::kDeviceLost);
+  EXPECT_TRUE(refused.error().allocation().owns());
+  EXPECT_EQ(releases(), 0U);
+  EXPECT_EQ(harness_->snapshot().live_allocations, 1U);
+}
+
+TEST_P(Owning, RacingReleasesFreeEachAllocationExactlyOnce) {
+  covers("REL-014", "LOCK-005");
+  constexpr int kAllocations = 64;
+  constexpr int kThreads = 4;
+  std::vector<BoundAllocation> allocations;
+  for (int i = 0; i < kAllocations; ++i) allocations.push_back(*binding().allocate(32, 16));
+  std::atomic<int> succeeded{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (const BoundAllocation& allocation : allocations) {
+        if (binding().release(allocation)) ++succeeded;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(succeeded.load(), kAllocations);
+  EXPECT_EQ(releases(), static_cast<std::size_t>(kAllocations)) << "an allocation was released twice";
+  EXPECT_FALSE(harness_->snapshot().retains_ownership());
+}
+
+TEST_P(Owning, QuarantineIsClearedOnlyByConfirmedTermination) {
+  covers("OWN-009", "TEAR-011", "TEAR-014", "TEAR-016");
+  { auto dropped = owner(100); }
+  auto live = binding().allocate(50, 8);
+  ASSERT_TRUE(live);
+  ASSERT_TRUE(harness_->registry.retire(harness_->mechanism));
+  auto removed = harness_->registry.remove(harness_->mechanism);
+  ASSERT_FALSE(removed);
+  EXPECT_EQ(removed.error().kind(), BindingError::Kind::kQuarantinedOwnership) << "quarantine must be reported first";
+  EXPECT_EQ(removed.error().count(), 1U);
+  ASSERT_TRUE(harness_->registry.invalidate_device(info().device, "gone"));
+  ASSERT_TRUE(harness_->registry.confirm_context_terminated(harness_->context_registration));
+  const MechanismSnapshot snapshot = harness_->snapshot();
+  EXPECT_EQ(snapshot.lifecycle, MechanismLifecycle::kTerminated);
+  EXPECT_EQ(snapshot.quarantined_allocations, 0U);
+  EXPECT_EQ(snapshot.live_allocations, 0U);
+  EXPECT_EQ(releases(), 0U) << "termination called the allocator";
+  EXPECT_TRUE(harness_->registry.remove(harness_->mechanism));
+}
+
+ORTMEM_CTS_INSTANTIATE(Owning);
+
+}  // namespace
+}  // namespace ortmem::cts

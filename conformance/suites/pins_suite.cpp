@@ -1,0 +1,160 @@
+// Provider-context pins (PIN), against any adapter's context.
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "ortmem/cts/suite.hpp"
+#include "ortmem/identity.hpp"
+
+namespace ortmem::cts {
+namespace {
+
+using namespace std::chrono_literals;
+
+class Pins : public AdapterSuite {
+ protected:
+  void SetUp() override {
+    AdapterSuite::SetUp();
+    ORTMEM_CTS_REQUIRE(Capability::kContextPins);
+    identity_ = *issuer_.issue<ProviderContextIdentity>();
+    context_ = adapter().make_context(identity_);
+    ASSERT_NE(context_, nullptr);
+  }
+
+  static std::chrono::steady_clock::time_point in(std::chrono::milliseconds delay) {
+    return std::chrono::steady_clock::now() + delay;
+  }
+
+  IdentityIssuer issuer_ = *IdentityIssuer::create();
+  ProviderContextIdentity identity_;
+  std::unique_ptr<ContextUnderTest> context_;
+};
+
+TEST_P(Pins, EveryPinNamesTheSourcesContext) {
+  covers("PIN-001");
+  EXPECT_EQ(context_->pins().context(), identity_);
+  auto first = context_->pins().pin();
+  auto second = context_->pins().pin();
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->context(), identity_);
+  EXPECT_EQ(second->context(), identity_);
+}
+
+TEST_P(Pins, APinIsAMoveOnlyClaimReleasedByDestruction) {
+  covers("PIN-002", "PIN-003");
+  static_assert(!std::is_copy_constructible_v<ProviderContextPin>);
+  {
+    auto pin = context_->pins().pin();
+    ASSERT_TRUE(pin);
+    // A claim outstanding: teardown cannot finish.
+    context_->begin_retirement();
+    EXPECT_FALSE(context_->teardown(in(0ms))) << "teardown finished with a pin alive";
+  }
+  EXPECT_TRUE(context_->teardown(in(5s))) << "destroying the pin did not release the claim";
+}
+
+TEST_P(Pins, PinsAreRefusedOnceRetiringAndNeverAgain) {
+  covers("PIN-004", "PIN-010");
+  context_->begin_retirement();
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto refused = context_->pins().pin();
+    ASSERT_FALSE(refused) << "a retiring context granted a pin";
+    EXPECT_EQ(refused.error().kind, ProviderContextPinError::Kind::kContextUnavailable);
+    EXPECT_EQ(refused.error().context, identity_);
+    EXPECT_NE(refused.error().message().find("is no longer accepting work"), std::string::npos);
+  }
+  ASSERT_TRUE(context_->teardown(in(5s)));
+  EXPECT_FALSE(context_->pins().pin()) << "a torn-down context granted a pin";
+}
+
+TEST_P(Pins, PinsAreRefusedAfterDeviceLoss) {
+  covers("PIN-004");
+  context_->mark_device_lost();
+  auto refused = context_->pins().pin();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().kind, ProviderContextPinError::Kind::kContextUnavailable);
+}
+
+TEST_P(Pins, OneMorePinThanTheCapIsRefusedNotWrapped) {
+  covers("PIN-005", "PIN-010");
+  auto capped = adapter().make_context(identity_, {.max_outstanding_pins = 4});
+  std::vector<ProviderContextPin> held;
+  for (int i = 0; i < 4; ++i) {
+    auto pin = capped->pins().pin();
+    ASSERT_TRUE(pin) << "pin " << i << " of 4 was refused";
+    held.push_back(std::move(*pin));
+  }
+  auto refused = capped->pins().pin();
+  ASSERT_FALSE(refused) << "a fifth pin was granted past a cap of 4";
+  EXPECT_EQ(refused.error().kind, ProviderContextPinError::Kind::kPinCountOverflow);
+  EXPECT_EQ(refused.error().context, identity_);
+  EXPECT_NE(refused.error().message().find("has too many outstanding pins"), std::string::npos);
+  if (auto outstanding = capped->outstanding_pins()) EXPECT_EQ(*outstanding, 4U);
+  held.pop_back();
+  EXPECT_TRUE(capped->pins().pin()) << "a released slot was not reusable";
+}
+
+TEST_P(Pins, TeardownWaitsForTheLastPin) {
+  covers("PIN-006", "PIN-007");
+  auto pin = context_->pins().pin();
+  ASSERT_TRUE(pin);
+  std::atomic<bool> released{false};
+  std::thread holder([&] {
+    std::this_thread::sleep_for(30ms);
+    released = true;
+    pin->reset();
+  });
+  EXPECT_TRUE(context_->teardown(in(30s)));
+  EXPECT_TRUE(released.load()) << "teardown finished before the last pin was released";
+  holder.join();
+}
+
+TEST_P(Pins, TeardownFromAPinHoldingThreadEndsByItsDeadline) {
+  covers("PIN-008", "PIN-006");
+  auto pin = context_->pins().pin();
+  ASSERT_TRUE(pin);
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_FALSE(context_->teardown(in(50ms)));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 10s) << "teardown ignored its deadline";
+}
+
+TEST_P(Pins, ConcurrentPinsKeepAnExactCount) {
+  covers("PIN-009");
+  constexpr int kThreads = 4;
+  constexpr int kHeld = 3;
+  std::atomic<int> refused{0};
+  std::atomic<int> ready{0};
+  std::atomic<bool> release{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int round = 0; round < 5000; ++round) {
+        if (!context_->pins().pin()) ++refused;
+      }
+      std::vector<ProviderContextPin> held;
+      for (int i = 0; i < kHeld; ++i) {
+        auto pin = context_->pins().pin();
+        if (pin) held.push_back(std::move(*pin));
+      }
+      ++ready;
+      while (!release.load()) std::this_thread::yield();
+    });
+  }
+  while (ready.load() < kThreads) std::this_thread::yield();
+  if (auto outstanding = context_->outstanding_pins()) {
+    EXPECT_EQ(*outstanding, static_cast<std::uint64_t>(kThreads * kHeld));
+  }
+  context_->begin_retirement();
+  EXPECT_FALSE(context_->teardown(in(0ms))) << "teardown finished with pins alive";
+  release = true;
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(refused.load(), 0);
+  EXPECT_TRUE(context_->teardown(in(5s))) << "the count did not return to zero";
+}
+
+ORTMEM_CTS_INSTANTIATE(Pins);
+
+}  // namespace
+}  // namespace ortmem::cts

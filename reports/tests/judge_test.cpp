@@ -1,0 +1,101 @@
+// The rules that turn test results into verdicts.
+#include <gtest/gtest.h>
+
+#include "ortmem/report/report.hpp"
+
+namespace ortmem::report {
+namespace {
+
+const std::vector<SpecRequirement> kSpec = {
+    {"ALLOC-001", "MUST", "core", "a"},
+    {"ALLOC-002", "SHOULD", "core", "b"},
+    {"PIN-001", "MUST", "pins", "c"},
+    {"VB-001", "MUST", "virtual", "d"},
+};
+
+TestResult test(std::string id, std::vector<std::string> requirements, TestStatus status) {
+  TestResult result;
+  result.id = std::move(id);
+  result.requirements = std::move(requirements);
+  result.status = status;
+  return result;
+}
+
+const ProfileVerdict& profile(const Judgement& judgement, const std::string& name) {
+  for (const auto& verdict : judgement.verdict.profiles) {
+    if (verdict.name == name) return verdict;
+  }
+  throw std::logic_error("no profile " + name);
+}
+
+TEST(Judge, AllMustRequirementsPassingIsConformant) {
+  const auto judgement = judge(kSpec,
+                               {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
+                                test("b", {"PIN-001"}, TestStatus::kPass), test("c", {"VB-001"}, TestStatus::kNotApplicable)},
+                               {"core", "pins"}, {});
+  EXPECT_EQ(judgement.verdict.overall, ProfileResult::kConformant);
+  EXPECT_EQ(profile(judgement, "virtual").result, ProfileResult::kNotRun);
+  EXPECT_EQ(judgement.requirements[3].status, RequirementStatus::kNotApplicable);
+}
+
+TEST(Judge, OneFailingTestFailsEveryRequirementItNames) {
+  const auto judgement = judge(kSpec,
+                               {test("a", {"ALLOC-001"}, TestStatus::kPass), test("b", {"ALLOC-001"}, TestStatus::kFail),
+                                test("c", {"PIN-001"}, TestStatus::kPass)},
+                               {"core", "pins"}, {});
+  EXPECT_EQ(judgement.requirements[0].status, RequirementStatus::kFail);
+  EXPECT_EQ(profile(judgement, "core").result, ProfileResult::kNotConformant);
+  EXPECT_EQ(judgement.verdict.overall, ProfileResult::kNotConformant);
+}
+
+TEST(Judge, ASkippedCoreTestMakesThePartialVerdictNeverConformant) {
+  const auto judgement = judge(kSpec,
+                               {test("a", {"ALLOC-001"}, TestStatus::kNotApplicable), test("b", {"ALLOC-002"}, TestStatus::kPass),
+                                test("c", {"PIN-001"}, TestStatus::kPass)},
+                               {"core", "pins"}, {});
+  EXPECT_EQ(profile(judgement, "core").result, ProfileResult::kPartial);
+  EXPECT_EQ(judgement.verdict.overall, ProfileResult::kPartial);
+}
+
+TEST(Judge, ADeclaredProfileThatDidNotRunIsNotConformantOverall) {
+  const auto judgement = judge(kSpec, {test("a", {"ALLOC-001"}, TestStatus::kPass)}, {"core", "pins"}, {});
+  EXPECT_EQ(profile(judgement, "pins").result, ProfileResult::kNotRun);
+  EXPECT_EQ(judgement.verdict.overall, ProfileResult::kPartial);
+}
+
+TEST(Judge, AFailingShouldIsReportedButDoesNotFailTheProfile) {
+  const auto judgement = judge(kSpec,
+                               {test("a", {"ALLOC-001"}, TestStatus::kPass), test("b", {"ALLOC-002"}, TestStatus::kFail),
+                                test("c", {"PIN-001"}, TestStatus::kPass)},
+                               {"core", "pins"}, {});
+  EXPECT_EQ(profile(judgement, "core").result, ProfileResult::kConformant);
+  EXPECT_NE(profile(judgement, "core").note.find("SHOULD"), std::string::npos);
+}
+
+TEST(Judge, AJustifiedRequirementWithoutTestsDoesNotBlockTheVerdict) {
+  auto spec = kSpec;
+  spec.push_back({"REL-007", "MUST", "core", "e", true});
+  const auto judgement = judge(spec,
+                               {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
+                                test("b", {"PIN-001"}, TestStatus::kPass)},
+                               {"core", "pins"}, {});
+  EXPECT_EQ(judgement.requirements.back().status, RequirementStatus::kNotApplicable);
+  EXPECT_EQ(judgement.verdict.overall, ProfileResult::kConformant);
+}
+
+TEST(Judge, ACrashOrTimeoutCountsAsAFailure) {
+  for (TestStatus status : {TestStatus::kCrash, TestStatus::kTimeout, TestStatus::kError}) {
+    const auto judgement = judge(kSpec, {test("a", {"ALLOC-001"}, status)}, {"core"}, {"core"});
+    EXPECT_EQ(judgement.verdict.overall, ProfileResult::kNotConformant) << to_string(status);
+  }
+}
+
+TEST(Judge, OnlySelectedProfilesAreJudged) {
+  const auto judgement = judge(kSpec, {test("a", {"PIN-001"}, TestStatus::kPass)}, {"core", "pins"}, {"pins"});
+  ASSERT_EQ(judgement.verdict.profiles.size(), 1U);
+  EXPECT_EQ(judgement.requirements.size(), 1U);
+  EXPECT_EQ(judgement.verdict.overall, ProfileResult::kPartial) << "core was not judged, so nothing is conformant";
+}
+
+}  // namespace
+}  // namespace ortmem::report

@@ -20,10 +20,29 @@ assert report["tests"], "no tests in the report"
 print(f'{len(report["tests"])} tests, {len(report["requirements"])} requirements, verdict {report["verdict"]["overall"]}')
 PY
 filtered=$reports/filtered.json
-"$runner" run --adapter host --filter '*Pins*' --report "$filtered" >/dev/null || true
+code=0
+"$runner" run --adapter host --filter '*Pins*' --report "$filtered" >/dev/null 2>&1 || code=$?
+[[ $code -eq 1 ]] || { echo "a filtered run exited $code, expected 1 (partial)"; exit 1; }
 "$python" - "$filtered" <<'PY'
 import json, sys
 tests = json.load(open(sys.argv[1]))["tests"]
 assert tests and all("Pins" in t["id"] for t in tests), [t["id"] for t in tests]
+PY
+# The seed reaches RapidCheck and the report: the same --seed, the same runs.
+for attempt in 1 2; do
+  # A filtered run judges only part of the spec: partial, exit 1.
+  code=0
+  "$runner" run --adapter host --filter '*Property*' --seed 4242 --report "$reports/seed$attempt.json" \
+    >"$reports/seed$attempt.out" 2>&1 || code=$?
+  [[ $code -eq 1 ]] || { echo "a filtered run exited $code, expected 1 (partial)"; exit 1; }
+  grep -q "seed=4242" "$reports/seed$attempt.out" || { echo "RapidCheck did not get --seed 4242"; exit 1; }
+done
+"$python" - "$reports/seed1.json" "$reports/seed2.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["run"]["seed"] == b["run"]["seed"] == 4242
+strip = lambda r: [(t["id"], t["status"], t.get("reproduce")) for t in r["tests"]]
+assert strip(a) == strip(b), "the same seed gave different property runs"
+assert all("--seed 4242" in t["reproduce"] for t in a["tests"]), "property tests must carry a reproduce command"
 PY
 echo "ok"

@@ -1,0 +1,371 @@
+// Property-based checks with RapidCheck: random operation sequences against a
+// model, over the adapter's own objects.
+//
+// The seed comes from the runner (--seed, or a random one it reports); a
+// failure prints RapidCheck's shrunk counterexample and the report carries
+// the command that reproduces it.
+// GoogleTest first: rapidcheck/gtest.h uses its macros.
+#include "ortmem/cts/registry_harness.hpp"
+#include "ortmem/cts/suite.hpp"
+
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+#include <rapidcheck/state.h>
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+namespace ortmem::cts {
+namespace {
+
+class Property : public AdapterSuite {};
+
+// ---- The allocator alone: random allocate / release / check sequences. ----
+
+TEST_P(Property, RandomAllocateReleaseSequencesKeepTheAllocatorContract) {
+  covers("ALLOC-005", "ALLOC-006", "ALLOC-015", "ALLOC-017");
+  rc::detail::checkGTest([this] {
+    auto allocator = adapter().make_allocator();
+    struct Block {
+      void* ptr;
+      std::size_t bytes;
+      std::size_t align;
+      std::uint8_t pattern;
+    };
+    std::vector<Block> live;
+    const auto release_all = [&] {
+      for (const Block& block : live) (void)allocator->release(block.ptr, block.bytes, block.align);
+      live.clear();
+    };
+    const int steps = *rc::gen::inRange(1, 60);
+    for (int step = 0; step < steps; ++step) {
+      if (live.empty() || *rc::gen::inRange(0, 3) != 0) {
+        const auto bytes = static_cast<std::size_t>(*rc::gen::inRange(0, 1 << 16));
+        const std::size_t align = std::size_t{1} << *rc::gen::inRange(0, 13);
+        auto ptr = allocator->allocate(bytes, align);
+        if (!ptr) release_all();
+        RC_ASSERT(ptr.has_value());
+        const auto address = reinterpret_cast<std::uintptr_t>(*ptr);
+        RC_ASSERT(address != 0U);
+        RC_ASSERT(address % align == 0U);
+        const auto pattern = static_cast<std::uint8_t>(step * 31 + 7);
+        adapter().memory().fill(*ptr, bytes, pattern);
+        live.push_back({*ptr, bytes, align, pattern});
+      } else {
+        const auto index = static_cast<std::size_t>(*rc::gen::inRange<int>(0, static_cast<int>(live.size())));
+        const Block block = live[index];
+        std::vector<std::uint8_t> seen(block.bytes);
+        adapter().memory().read(block.ptr, seen);
+        const bool intact = std::all_of(seen.begin(), seen.end(), [&](std::uint8_t b) { return b == block.pattern; });
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(index));
+        const auto outcome = allocator->release(block.ptr, block.bytes, block.align);
+        if (!intact || !outcome.is_complete()) release_all();
+        RC_ASSERT(intact);
+        RC_ASSERT(outcome.is_complete());
+        RC_ASSERT(outcome.accounting()->allocation_bytes == block.bytes);
+      }
+    }
+    // No two live blocks overlap.
+    auto sorted = live;
+    std::sort(sorted.begin(), sorted.end(), [](const Block& a, const Block& b) { return a.ptr < b.ptr; });
+    bool disjoint = true;
+    for (std::size_t i = 1; i < sorted.size(); ++i) {
+      disjoint &= reinterpret_cast<std::uintptr_t>(sorted[i - 1].ptr) + sorted[i - 1].bytes <=
+                  reinterpret_cast<std::uintptr_t>(sorted[i].ptr);
+    }
+    release_all();
+    RC_ASSERT(disjoint);
+  });
+}
+
+// ---- The binding lifecycle as a state machine. ----
+
+struct LifecycleModel {
+  struct Allocation {
+    std::size_t bytes;
+    std::size_t align;
+    std::uint8_t pattern;
+    int views = 0;
+  };
+  std::map<int, Allocation> live;  // by slot
+  int next_slot = 0;
+  bool retired = false;
+  bool lost = false;
+  bool terminated = false;
+  std::size_t queued = 0;
+  std::size_t quarantined = 0;
+  std::uint64_t quarantined_bytes = 0;
+  std::size_t allocator_allocations = 0;
+  std::size_t allocator_releases = 0;
+  std::vector<std::uint64_t> queued_bytes;
+
+  [[nodiscard]] bool active() const { return !retired && !lost; }
+  [[nodiscard]] bool releasable() const { return !lost; }
+};
+
+struct LifecycleSut {
+  explicit LifecycleSut(Adapter& under_test) : adapter(under_test), harness(under_test) {
+    queue = adapter.make_queue(*harness.context, {});
+  }
+  Adapter& adapter;
+  RegistryHarness harness;
+  std::unique_ptr<QueueUnderTest> queue;
+  std::map<int, OwningAllocation> owners;
+  std::map<int, std::vector<OwnedView>> views;
+};
+
+using LifecycleCommand = rc::state::Command<LifecycleModel, LifecycleSut>;
+
+// After every command the registry's own view must equal the model's.
+void check_against_model(const LifecycleModel& model, LifecycleSut& sut) {
+  const MechanismSnapshot snapshot = sut.harness.snapshot();
+  RC_ASSERT(snapshot.live_allocations == (model.terminated ? 0 : model.live.size()));
+  RC_ASSERT(snapshot.queued_releases == model.queued);
+  RC_ASSERT(snapshot.quarantined_allocations == model.quarantined);
+  RC_ASSERT(snapshot.quarantined_bytes == model.quarantined_bytes);
+  RC_ASSERT(sut.harness.allocator->allocate_calls.load() == model.allocator_allocations);
+  RC_ASSERT(sut.harness.allocator->release_calls.load() == model.allocator_releases);
+  if (model.terminated) return;
+  for (const auto& [slot, allocation] : model.live) {
+    std::vector<std::uint8_t> seen(allocation.bytes);
+    sut.adapter.memory().read(sut.owners.at(slot).data(), seen);
+    RC_ASSERT(std::all_of(seen.begin(), seen.end(), [&](std::uint8_t b) { return b == allocation.pattern; }));
+  }
+}
+
+struct Allocate final : LifecycleCommand {
+  std::size_t bytes = static_cast<std::size_t>(*rc::gen::inRange(1, 8192));
+  std::size_t align = std::size_t{1} << *rc::gen::inRange(0, 9);
+  explicit Allocate(const LifecycleModel&) {}
+  void checkPreconditions(const LifecycleModel& model) const override { RC_PRE(model.active()); }
+  void apply(LifecycleModel& model) const override {
+    model.live[model.next_slot] = {bytes, align, static_cast<std::uint8_t>(model.next_slot * 13 + 1)};
+    ++model.next_slot;
+    ++model.allocator_allocations;
+  }
+  void run(const LifecycleModel& model, LifecycleSut& sut) const override {
+    auto owner = sut.harness.binding->allocate_owning(bytes, align);
+    RC_ASSERT(owner.has_value());
+    sut.adapter.memory().fill(owner->data(), bytes, static_cast<std::uint8_t>(model.next_slot * 13 + 1));
+    sut.owners.emplace(model.next_slot, std::move(*owner));
+    check_against_model(nextState(model), sut);
+  }
+  void show(std::ostream& os) const override { os << "allocate_owning(" << bytes << ", " << align << ")"; }
+};
+
+// Picks a live slot, or discards the command when there is none.
+int pick_slot(const LifecycleModel& model) {
+  RC_PRE(!model.live.empty());
+  std::vector<int> slots;
+  for (const auto& [slot, allocation] : model.live) slots.push_back(slot);
+  return *rc::gen::elementOf(slots);
+}
+
+struct LendView final : LifecycleCommand {
+  int slot;
+  explicit LendView(const LifecycleModel& model) : slot(pick_slot(model)) {}
+  void checkPreconditions(const LifecycleModel& model) const override {
+    RC_PRE(model.live.contains(slot) && model.active());
+  }
+  void apply(LifecycleModel& model) const override { ++model.live.at(slot).views; }
+  void run(const LifecycleModel& model, LifecycleSut& sut) const override {
+    auto view = sut.owners.at(slot).view(0, model.live.at(slot).bytes);
+    RC_ASSERT(view.has_value());
+    sut.views[slot].push_back(std::move(*view));
+    check_against_model(nextState(model), sut);
+  }
+  void show(std::ostream& os) const override { os << "view(slot " << slot << ")"; }
+};
+
+struct DropView final : LifecycleCommand {
+  int slot;
+  explicit DropView(const LifecycleModel& model) : slot(pick_slot(model)) {}
+  void checkPreconditions(const LifecycleModel& model) const override {
+    RC_PRE(model.live.contains(slot) && model.live.at(slot).views > 0);
+  }
+  void apply(LifecycleModel& model) const override { --model.live.at(slot).views; }
+  void run(const LifecycleModel& model, LifecycleSut& sut) const override {
+    sut.views.at(slot).pop_back();
+    check_against_model(nextState(model), sut);
+  }
+  void show(std::ostream& os) const override { os << "drop view(slot " << slot << ")"; }
+};
+
+struct ReleaseNow final : LifecycleCommand {
+  int slot;
+  explicit ReleaseNow(const LifecycleModel& model) : slot(pick_slot(model)) {}
+  void checkPreconditions(const LifecycleModel& model) const override {
+    RC_PRE(model.live.contains(slot) && model.releasable() && !model.terminated);
+  }
+  void apply(LifecycleModel& model) const override {
+    if (model.live.at(slot).views > 0) return;  // refused, handed back live
+    model.live.erase(slot);
+    ++model.allocator_releases;
+  }
+  void run(const LifecycleModel& model, LifecycleSut& sut) const override {
+    const int views = model.live.at(slot).views;
+    auto node = sut.owners.extract(slot);
+    auto outcome = std::move(node.mapped()).release_now();
+    if (views > 0) {
+      RC_ASSERT(!outcome.has_value());
+      RC_ASSERT(outcome.error().error().kind() == BindingError::Kind::kOutstandingViews);
+      RC_ASSERT(outcome.error().error().count() == static_cast<std::size_t>(views));
+      sut.owners.emplace(slot, std::move(outcome.error()).take_allocation());
+    } else {
+      RC_ASSERT(outcome.has_value());
+      RC_ASSERT(outcome->is_complete());
+    }
+    check_against_model(nextState(model), sut);
+  }
+  void show(std::ostream& os) const override { os << "release_now(slot " << slot << ")"; }
+};
+
+struct ReleaseDeferred final : LifecycleCommand {
+  int slot;
+  explicit ReleaseDeferred(const LifecycleModel& model) : slot(pick_slot(model)) {}
+  void checkPreconditions(const LifecycleModel& model) const override {
+    RC_PRE(model.live.contains(slot) && model.releasable() && !model.terminated);
+  }
+  void apply(LifecycleModel& model) const override {
+    if (model.live.at(slot).views > 0) return;
+    model.queued_bytes.push_back(model.live.at(slot).bytes);
+    model.live.erase(slot);
+    ++model.queued;
+  }
+  void run(const LifecycleModel& model, LifecycleSut& sut) const override {
+    const int views = model.live.at(slot).views;
+    sut.queue->record_use();
+    auto node = sut.owners.extract(slot);
+    auto disposition = std::move(node.mapped()).release_deferred(sut.queue->queue());
+    if (views > 0) {
+      RC_ASSERT(!disposition.has_value());
+      RC_ASSERT(disposition.error().error().kind() == BindingError::Kind::kOutstandingViews);
+      sut.owners.emplace(slot, std::move(disposition.error()).take_allocation());
+    } else {
+      RC_ASSERT(disposition.has_value());
+      RC_ASSERT(disposition->is_queued());
+    }
+    check_against_model(nextState(model), sut);
+  }
+  void show(std::ostream& os) const override { os << "release_deferred(slot " << slot << ")"; }
+};
+
+struct SignalAndDrain final : LifecycleCommand {
+  explicit SignalAndDrain(const LifecycleModel&) {}
+  void apply(LifecycleModel& model) const override {
+    if (model.lost) {
+      // The gate is device-lost: queued requests settle as quarantine, no call.
+      model.quarantined += model.queued;
+      for (std::uint64_t bytes : model.queued_bytes) model.quarantined_bytes += bytes;
+    } else {
+      model.allocator_releases += model.queued;
+    }
+    model.queued = 0;
+    model.queued_bytes.clear();
+  }
+  void run(const LifecycleModel& model, LifecycleSut& sut) const override {
+    sut.queue->signal_fences();
+    RC_ASSERT(sut.queue->drain() == model.queued);
+    check_against_model(nextState(model), sut);
+  }
+  void show(std::ostream& os) const override { os << "signal fences and drain"; }
+};
+
+struct DropOwner final : LifecycleCommand {
+  int slot;
+  explicit DropOwner(const LifecycleModel& model) : slot(pick_slot(model)) {}
+  void checkPreconditions(const LifecycleModel& model) const override {
+    RC_PRE(model.live.contains(slot) && !model.terminated && !model.lost);
+  }
+  void apply(LifecycleModel& model) const override {
+    ++model.quarantined;
+    model.quarantined_bytes += model.live.at(slot).bytes;
+    model.live.erase(slot);
+  }
+  void run(const LifecycleModel& model, LifecycleSut& sut) const override {
+    sut.owners.erase(slot);  // the destructor quarantines; views (if any) become stale
+    check_against_model(nextState(model), sut);
+  }
+  void show(std::ostream& os) const override { os << "drop owner(slot " << slot << ")"; }
+};
+
+struct Retire final : LifecycleCommand {
+  explicit Retire(const LifecycleModel&) {}
+  void checkPreconditions(const LifecycleModel& model) const override { RC_PRE(!model.retired && !model.lost); }
+  void apply(LifecycleModel& model) const override { model.retired = true; }
+  void run(const LifecycleModel& model, LifecycleSut& sut) const override {
+    RC_ASSERT(sut.harness.registry.retire(sut.harness.mechanism).has_value());
+    RC_ASSERT(!sut.harness.binding->allocate(8, 8).has_value());
+    check_against_model(nextState(model), sut);
+  }
+  void show(std::ostream& os) const override { os << "retire"; }
+};
+
+struct Invalidate final : LifecycleCommand {
+  explicit Invalidate(const LifecycleModel&) {}
+  void checkPreconditions(const LifecycleModel& model) const override { RC_PRE(!model.lost); }
+  void apply(LifecycleModel& model) const override { model.lost = true; }
+  void run(const LifecycleModel& model, LifecycleSut& sut) const override {
+    RC_ASSERT(sut.harness.registry.invalidate_device(sut.adapter.info().device, "property: lost").has_value());
+    check_against_model(nextState(model), sut);
+  }
+  void show(std::ostream& os) const override { os << "invalidate device"; }
+};
+
+struct ConfirmTermination final : LifecycleCommand {
+  explicit ConfirmTermination(const LifecycleModel&) {}
+  void apply(LifecycleModel& model) const override {
+    if (!model.lost || model.queued != 0) return;  // refused
+    model.terminated = true;
+    model.quarantined = 0;
+    model.quarantined_bytes = 0;
+  }
+  void run(const LifecycleModel& model, LifecycleSut& sut) const override {
+    const bool allowed = model.lost && model.queued == 0;
+    const auto confirmed = sut.harness.registry.confirm_context_terminated(sut.harness.context_registration);
+    RC_ASSERT(confirmed.has_value() == allowed);
+    if (!allowed && model.lost) RC_ASSERT(confirmed.error().kind() == BindingError::Kind::kContextNotQuiescent);
+    check_against_model(nextState(model), sut);
+  }
+  void show(std::ostream& os) const override { os << "confirm context terminated"; }
+};
+
+struct Remove final : LifecycleCommand {
+  explicit Remove(const LifecycleModel&) {}
+  void checkPreconditions(const LifecycleModel& model) const override { RC_PRE(!model.terminated); }
+  void run(const LifecycleModel& model, LifecycleSut& sut) const override {
+    // Nothing in this machine is ever removable before termination: either the
+    // mechanism is active, or ownership remains, or it is not quiescent.
+    const bool retains = !model.live.empty() || model.queued != 0 || model.quarantined != 0;
+    const auto removed = sut.harness.registry.remove(sut.harness.mechanism);
+    if (retains || (!model.retired && !model.lost)) {
+      RC_ASSERT(!removed.has_value());
+      if (model.quarantined != 0) RC_ASSERT(removed.error().kind() == BindingError::Kind::kQuarantinedOwnership);
+    } else {
+      RC_ASSERT(removed.has_value());
+      RC_DISCARD("removed: nothing further to check");
+    }
+    check_against_model(model, sut);
+  }
+  void show(std::ostream& os) const override { os << "remove mechanism"; }
+};
+
+TEST_P(Property, TheBindingLifecycleMatchesItsModel) {
+  covers("OWN-002", "OWN-003", "OWN-005", "OWN-008", "REL-008", "DQ-001", "DQ-002", "DQ-008", "TEAR-011",
+         "TEAR-013", "TEAR-014");
+  ORTMEM_CTS_REQUIRE(Capability::kDeferredQueue);
+  rc::detail::checkGTest([this] {
+    LifecycleSut sut(adapter());
+    RC_ASSERT(sut.harness.ready());
+    rc::state::check(LifecycleModel{}, sut,
+                     rc::state::gen::execOneOfWithArgs<Allocate, Allocate, LendView, DropView, ReleaseNow,
+                                                       ReleaseDeferred, SignalAndDrain, DropOwner, Retire, Invalidate,
+                                                       ConfirmTermination, Remove>());
+  });
+}
+
+ORTMEM_CTS_INSTANTIATE(Property);
+
+}  // namespace
+}  // namespace ortmem::cts

@@ -2,9 +2,77 @@
 //
 // Eager HostAllocator, HostProviderContext pins, and a HostDeferredReleaseQueue
 // whose fences follow a HostStream. Bytes are read and written with memcpy.
+// The classes are public so that the known-bad adapters (adapters/mutants) can
+// start from the reference and break exactly one rule.
 #pragma once
 
+#include <memory>
+
+#include "ortmem/cts/adapter.hpp"
+#include "ortmem/host/host_deferred_queue.hpp"
+#include "ortmem/host/host_provider_context.hpp"
+#include "ortmem/host/host_stream.hpp"
+
 namespace ortmem::adapters {
+
+class HostContext : public cts::ContextUnderTest {
+ public:
+  HostContext(ProviderContextIdentity identity, cts::ContextOptions options);
+
+  ProviderContextPinSource& pins() override { return *context_; }
+  std::optional<std::uint64_t> outstanding_pins() const override { return context_->outstanding_pins(); }
+  void begin_retirement() override { context_->begin_retirement(); }
+  bool teardown(std::chrono::steady_clock::time_point deadline) override {
+    return context_->teardown(deadline).has_value();
+  }
+  void mark_device_lost() override { context_->mark_device_lost(); }
+
+  // The pin source a queue of this context pins through.
+  [[nodiscard]] virtual std::shared_ptr<ProviderContextPinSource> shared_pins() { return context_; }
+
+  // The reference context underneath (for adapters built on this one).
+  [[nodiscard]] const std::shared_ptr<host::HostProviderContext>& reference() const { return context_; }
+
+ private:
+  std::shared_ptr<host::HostProviderContext> context_;
+};
+
+class HostQueue : public cts::QueueUnderTest {
+ public:
+  HostQueue(std::shared_ptr<ProviderContextPinSource> context, cts::QueueOptions options);
+
+  DeferredReleaseQueue& queue() override { return queue_; }
+  void record_use() override { (void)stream_->submit(); }
+  void signal_fences() override { stream_->complete_all(); }
+  std::size_t drain() override { return queue_.poll(); }
+  void close() override { queue_.close(); }
+  void mark_device_lost() override { (void)queue_.mark_device_lost(); }
+  std::optional<std::size_t> capacity() const override { return queue_.capacity(); }
+
+ private:
+  std::shared_ptr<host::HostStream> stream_;
+  host::HostDeferredReleaseQueue queue_;
+};
+
+class HostMemory final : public cts::MemoryAccess {
+ public:
+  void fill(void* ptr, std::size_t bytes, std::uint8_t value) override;
+  void read(const void* ptr, std::span<std::uint8_t> out) override;
+};
+
+class HostAdapter : public cts::Adapter {
+ public:
+  cts::AdapterInfo info() const override;
+  cts::Availability available() const override { return {}; }
+  std::shared_ptr<DeviceAllocator> make_allocator() override;
+  std::unique_ptr<cts::ContextUnderTest> make_context(ProviderContextIdentity identity,
+                                                      cts::ContextOptions options) override;
+  std::unique_ptr<cts::QueueUnderTest> make_queue(cts::ContextUnderTest& context, cts::QueueOptions options) override;
+  cts::MemoryAccess& memory() override { return memory_; }
+
+ private:
+  HostMemory memory_;
+};
 
 // Registers the adapter named "host".
 void register_host_adapter();

@@ -60,17 +60,17 @@ TEST_P(Deferred, ARequestWaitsForItsFenceThenRunsExactlyOnce) {
 
 TEST_P(Deferred, RequestsRunInFifoOrder) {
   covers("DQ-002");
-  std::vector<AllocationIdentity> order;
-  for (int i = 0; i < 5; ++i) {
+  std::vector<void*> enqueued;
+  for (int i = 0; i < 8; ++i) {
     queue_->record_use();
     auto allocation = owner(64 + 64 * static_cast<std::size_t>(i));
-    order.push_back(allocation.identity());
+    enqueued.push_back(allocation.data());
     ASSERT_TRUE(std::move(allocation).release_deferred(queue_->queue()));
   }
   queue_->signal_fences();
-  EXPECT_EQ(queue_->drain(), 5U);
-  EXPECT_EQ(harness_->allocator->release_calls.load(), 5U);
-  // Observable FIFO: every allocation is released, none quarantined.
+  EXPECT_EQ(queue_->drain(), 8U);
+  EXPECT_EQ(queue_->drain(), 0U) << "a request ran twice";
+  EXPECT_EQ(harness_->allocator->release_order(), enqueued) << "the queue did not release in FIFO order";
   EXPECT_EQ(harness_->snapshot().quarantined_allocations, 0U);
 }
 

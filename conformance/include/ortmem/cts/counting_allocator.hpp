@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "ortmem/allocator.hpp"
 
@@ -25,6 +27,10 @@ class CountingAllocator final : public DeviceAllocator {
   }
   AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
     release_calls.fetch_add(1, std::memory_order_relaxed);
+    {
+      const std::lock_guard lock(order_mutex_);
+      release_order_.push_back(ptr);
+    }
     return inner_->release(ptr, bytes, align);
   }
   void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
@@ -37,12 +43,19 @@ class CountingAllocator final : public DeviceAllocator {
   SharedMapping* as_shared_mapping() noexcept override { return inner_->as_shared_mapping(); }
 
   [[nodiscard]] DeviceAllocator& inner() noexcept { return *inner_; }
+  // Every address release() was called with, in call order.
+  [[nodiscard]] std::vector<void*> release_order() const {
+    const std::lock_guard lock(order_mutex_);
+    return release_order_;
+  }
 
   std::atomic<std::size_t> allocate_calls{0};
   std::atomic<std::size_t> release_calls{0};
 
  private:
   std::shared_ptr<DeviceAllocator> inner_;
+  mutable std::mutex order_mutex_;
+  std::vector<void*> release_order_;
 };
 
 }  // namespace ortmem::cts

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <memory>
 #include <string>
 
@@ -46,9 +47,16 @@ class AdapterSuite : public ::testing::TestWithParam<std::string> {
   AdapterInfo info_;
 };
 
-// Instance names are the adapter names: "Allocator/AlignedNonNull/host".
+// Instance names are the adapter names, with anything GoogleTest does not
+// allow in a name made '_': "Allocator.AlignedNonNull/host".
 struct AdapterName {
-  std::string operator()(const ::testing::TestParamInfo<std::string>& info) const { return info.param; }
+  std::string operator()(const ::testing::TestParamInfo<std::string>& info) const {
+    std::string name = info.param;
+    for (char& c : name) {
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    }
+    return name;
+  }
 };
 
 }  // namespace ortmem::cts

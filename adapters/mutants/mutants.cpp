@@ -1,0 +1,443 @@
+// adapters/mutants/mutants.cpp: known-bad adapters, each breaking one rule of
+// the contract (or a tight group) on top of the host reference.
+//
+// They exist to prove the kit can fail: `ctest -R mutant` runs each one and
+// requires exit 1 with at least the requirements of manifest.json failing.
+// They are registered only in ortmem-cts-mutants, never in ortmem-cts.
+#include <atomic>
+#include <thread>
+
+#include "adapters/host/host_adapter.hpp"
+#include "mutant_allocator.hpp"
+#include "ortmem/capability.hpp"
+#include "ortmem/cts/adapter_registry.hpp"
+
+namespace ortmem::adapters::mutants {
+namespace {
+
+using cts::ContextOptions;
+using cts::ContextUnderTest;
+using cts::QueueOptions;
+using cts::QueueUnderTest;
+
+// ---- Allocator mutants. ----
+
+// Returns addresses one byte past the aligned block.
+class Misaligned final : public MutantAllocator {
+ public:
+  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
+    auto ptr = reference_.allocate(bytes + 1, align);
+    if (!ptr || align == 1) return ptr;
+    return static_cast<void*>(static_cast<unsigned char*>(*ptr) + 1);
+  }
+  AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
+    void* original = align == 1 ? ptr : static_cast<void*>(static_cast<unsigned char*>(ptr) - 1);
+    auto outcome = reference_.release(original, bytes + 1, align);
+    return outcome.is_complete() ? AllocationReleaseOutcome::complete(ReleaseAccounting::eager(bytes)) : outcome;
+  }
+};
+
+// Every other allocation aliases the one before it.
+class Overlapping final : public MutantAllocator {
+ public:
+  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
+    const std::lock_guard lock(mutex_);
+    if (last_ != nullptr && last_bytes_ >= bytes && (reinterpret_cast<std::uintptr_t>(last_) % align) == 0 &&
+        (count_++ % 2) == 1) {
+      ++aliases_[last_];
+      return last_;
+    }
+    auto ptr = reference_.allocate(bytes, align);
+    if (ptr) {
+      last_ = *ptr;
+      last_bytes_ = bytes;
+    }
+    return ptr;
+  }
+  AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
+    {
+      const std::lock_guard lock(mutex_);
+      if (auto found = aliases_.find(ptr); found != aliases_.end() && found->second > 0) {
+        --found->second;  // the alias "goes away"; the block stays for its first owner
+        return AllocationReleaseOutcome::complete(ReleaseAccounting::eager(bytes));
+      }
+      if (ptr == last_) last_ = nullptr;
+    }
+    return reference_.release(ptr, bytes, align);
+  }
+
+ private:
+  std::mutex mutex_;
+  void* last_ = nullptr;
+  std::size_t last_bytes_ = 0;
+  std::size_t count_ = 0;
+  std::unordered_map<void*, int> aliases_;
+};
+
+// Each allocation flips the first byte of the previous live one.
+class Corrupting final : public MutantAllocator {
+ public:
+  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
+    auto ptr = reference_.allocate(bytes, align);
+    const std::lock_guard lock(mutex_);
+    if (ptr && previous_ != nullptr && previous_bytes_ > 0) *static_cast<unsigned char*>(previous_) ^= 0xFF;
+    if (ptr) {
+      previous_ = *ptr;
+      previous_bytes_ = bytes;
+    }
+    return ptr;
+  }
+  AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
+    {
+      const std::lock_guard lock(mutex_);
+      if (ptr == previous_) previous_ = nullptr;
+    }
+    return reference_.release(ptr, bytes, align);
+  }
+
+ private:
+  std::mutex mutex_;
+  void* previous_ = nullptr;
+  std::size_t previous_bytes_ = 0;
+};
+
+// Complete, but with the wrong allocation_bytes.
+class WrongAccounting final : public MutantAllocator {
+ public:
+  AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
+    auto outcome = reference_.release(ptr, bytes, align);
+    return outcome.is_complete() ? AllocationReleaseOutcome::complete({bytes + 1, 0}) : outcome;
+  }
+};
+
+// Frees, then reports Failed ("nothing changed") anyway.
+class FailedAfterFree final : public MutantAllocator {
+ public:
+  AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
+    auto outcome = reference_.release(ptr, bytes, align);
+    return outcome.is_complete() ? AllocationReleaseOutcome::failed("mutant: freed but says unchanged") : outcome;
+  }
+};
+
+// Reports Complete for releases that name no live allocation.
+class UnknownComplete final : public MutantAllocator {
+ public:
+  AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
+    auto outcome = reference_.release(ptr, bytes, align);
+    return outcome.is_failed() ? AllocationReleaseOutcome::complete(ReleaseAccounting::eager(bytes)) : outcome;
+  }
+};
+
+// A virtual backing that refuses everything, for the discovery mutants.
+class RefusingBacking final : public VirtualBacking {
+ public:
+  static MemoryError refusal() { return MemoryError::invalid_request(Tier::kHost, 0, "mutant: unsupported"); }
+  Expected<void*, MemoryError> allocate_committed(std::size_t, std::size_t, std::span<const ByteRange>) noexcept override {
+    return fail(refusal());
+  }
+  Expected<void, MemoryError> commit_allocation_range(void*, std::size_t, std::size_t, std::size_t,
+                                                      std::size_t) noexcept override {
+    return fail(refusal());
+  }
+  Expected<std::uint64_t, MemoryError> decommit_allocation_range(void*, std::size_t, std::size_t, std::size_t,
+                                                                 std::size_t) noexcept override {
+    return fail(refusal());
+  }
+  Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(std::size_t, std::size_t) const noexcept override {
+    return fail(refusal());
+  }
+  Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation_ranges(
+      std::span<const AllocationCommitRange>) const noexcept override {
+    return fail(refusal());
+  }
+  std::size_t allocation_committed_bytes(void*, std::size_t, std::size_t) const noexcept override { return 0; }
+};
+
+// Capability discovery flips between present and absent.
+class UnstableDiscovery final : public MutantAllocator {
+ public:
+  VirtualBacking* as_virtual_backing() noexcept override {
+    return (calls_.fetch_add(1) % 2) == 1 ? &backing_ : nullptr;
+  }
+
+ private:
+  std::atomic<int> calls_{0};
+  RefusingBacking backing_;
+};
+
+// device() moves to another device after a few calls.
+class WanderingDevice final : public MutantAllocator {
+ public:
+  DeviceKey device() const noexcept override {
+    return calls_.fetch_add(1) < 2 ? DeviceKey::host() : DeviceKey::device(3);
+  }
+
+ private:
+  mutable std::atomic<int> calls_{0};
+};
+
+template <class Allocator>
+class AllocatorMutant final : public HostAdapter {
+ public:
+  explicit AllocatorMutant(std::string name) : name_(std::move(name)) {}
+  cts::AdapterInfo info() const override {
+    auto info = HostAdapter::info();
+    info.name = name_;
+    info.vendor = "ortmem-cts known-bad";
+    return info;
+  }
+  std::shared_ptr<DeviceAllocator> make_allocator() override { return std::make_shared<Allocator>(); }
+
+ private:
+  std::string name_;
+};
+
+// Declares virtual backing but its allocator has none.
+class DeclaresMissingCapability final : public HostAdapter {
+ public:
+  cts::AdapterInfo info() const override {
+    auto info = HostAdapter::info();
+    info.name = "mutant:declared-unsupported";
+    info.capabilities.insert(cts::Capability::kVirtualBacking);
+    return info;
+  }
+};
+
+// ---- Pin mutants. ----
+
+// A pin source wrapper; each mutant overrides pin() or context().
+class PinSourceWrapper : public ProviderContextPinSource {
+ public:
+  explicit PinSourceWrapper(std::shared_ptr<host::HostProviderContext> inner) : inner_(std::move(inner)) {}
+  ProviderContextIdentity context() const noexcept override { return inner_->context(); }
+  Expected<ProviderContextPin, ProviderContextPinError> pin() noexcept override { return inner_->pin(); }
+
+ protected:
+  std::shared_ptr<host::HostProviderContext> inner_;
+};
+
+// Keeps granting pins after retirement, from a shadow context that never retires.
+class PinsAfterRetirement final : public PinSourceWrapper {
+ public:
+  explicit PinsAfterRetirement(std::shared_ptr<host::HostProviderContext> inner)
+      : PinSourceWrapper(inner), shadow_(std::make_shared<host::HostProviderContext>(inner->context())) {}
+  Expected<ProviderContextPin, ProviderContextPinError> pin() noexcept override {
+    auto pin = inner_->pin();
+    return pin ? std::move(pin) : shadow_->pin();
+  }
+
+ private:
+  std::shared_ptr<host::HostProviderContext> shadow_;
+};
+
+// Pins name a context other than the source's.
+class WrongContextPins final : public PinSourceWrapper {
+ public:
+  explicit WrongContextPins(std::shared_ptr<host::HostProviderContext> inner)
+      : PinSourceWrapper(inner),
+        other_(std::make_shared<host::HostProviderContext>(*(*IdentityIssuer::create()).issue<ProviderContextIdentity>())) {}
+  Expected<ProviderContextPin, ProviderContextPinError> pin() noexcept override {
+    if (inner_->state() != host::HostProviderContext::State::kAccepting) return inner_->pin();
+    return other_->pin();
+  }
+
+ private:
+  std::shared_ptr<host::HostProviderContext> other_;
+};
+
+template <class Source>
+class WrappedContext final : public HostContext {
+ public:
+  WrappedContext(ProviderContextIdentity identity, ContextOptions options)
+      : HostContext(identity, options), source_(std::make_shared<Source>(reference())) {}
+  ProviderContextPinSource& pins() override { return *source_; }
+  std::shared_ptr<ProviderContextPinSource> shared_pins() override { return source_; }
+
+ private:
+  std::shared_ptr<Source> source_;
+};
+
+// Teardown reports success with pins still outstanding.
+class EarlyTeardownContext final : public HostContext {
+ public:
+  using HostContext::HostContext;
+  bool teardown(std::chrono::steady_clock::time_point) override {
+    reference()->begin_retirement();
+    return true;
+  }
+};
+
+// Ignores the pin cap, so the count can grow past it (a wrap in waiting).
+class UncappedContext final : public HostContext {
+ public:
+  UncappedContext(ProviderContextIdentity identity, ContextOptions) : HostContext(identity, ContextOptions{}) {}
+};
+
+template <class Context>
+class ContextMutant final : public HostAdapter {
+ public:
+  explicit ContextMutant(std::string name) : name_(std::move(name)) {}
+  cts::AdapterInfo info() const override {
+    auto info = HostAdapter::info();
+    info.name = name_;
+    info.vendor = "ortmem-cts known-bad";
+    return info;
+  }
+  std::unique_ptr<ContextUnderTest> make_context(ProviderContextIdentity identity, ContextOptions options) override {
+    return std::make_unique<Context>(identity, options);
+  }
+
+ private:
+  std::string name_;
+};
+
+// ---- Queue mutants. ----
+
+// A queue wrapper over the reference host queue; each mutant overrides one part.
+class QueueWrapper : public QueueUnderTest, public DeferredReleaseQueue {
+ public:
+  QueueWrapper(std::shared_ptr<ProviderContextPinSource> context, QueueOptions options)
+      : inner_(std::move(context), options), options_(options) {}
+  DeferredReleaseQueue& queue() override { return *this; }
+  void record_use() override { inner_.record_use(); }
+  void signal_fences() override { inner_.signal_fences(); }
+  std::size_t drain() override { return inner_.drain(); }
+  void close() override { inner_.close(); }
+  void mark_device_lost() override { inner_.mark_device_lost(); }
+  std::optional<std::size_t> capacity() const override { return options_.capacity; }
+
+  Expected<ProviderContextPin, ProviderContextPinError> pin_context() noexcept override {
+    return inner_.queue().pin_context();
+  }
+  Expected<void, DeferredEnqueueError> enqueue(PreparedAllocationRelease request, ProviderContextPin pin) noexcept override {
+    return inner_.queue().enqueue(std::move(request), std::move(pin));
+  }
+  std::size_t pending() const noexcept override { return const_cast<HostQueue&>(inner_).queue().pending(); }
+
+ protected:
+  HostQueue inner_;
+  QueueOptions options_;
+};
+
+// Drops refused requests and claims success.
+class DroppingQueue final : public QueueWrapper {
+ public:
+  using QueueWrapper::QueueWrapper;
+  Expected<void, DeferredEnqueueError> enqueue(PreparedAllocationRelease request, ProviderContextPin pin) noexcept override {
+    // A refused request is destroyed with the error here: dropped, not handed back.
+    [[maybe_unused]] auto queued = inner_.queue().enqueue(std::move(request), std::move(pin));
+    return {};
+  }
+};
+
+// Executes the newest request first.
+class LifoQueue final : public QueueWrapper {
+ public:
+  using QueueWrapper::QueueWrapper;
+  Expected<void, DeferredEnqueueError> enqueue(PreparedAllocationRelease request, ProviderContextPin pin) noexcept override {
+    held_.push_back({std::move(request), std::move(pin)});
+    return {};
+  }
+  std::size_t drain() override {
+    std::size_t ran = 0;
+    while (!held_.empty()) {
+      (void)std::move(held_.back().first).execute();
+      held_.pop_back();
+      ++ran;
+    }
+    return ran;
+  }
+  void mark_device_lost() override {
+    for (auto& [request, pin] : held_) (void)std::move(request).quarantine_device_lost();
+    held_.clear();
+  }
+  std::size_t pending() const noexcept override { return held_.size(); }
+
+ private:
+  std::vector<std::pair<PreparedAllocationRelease, ProviderContextPin>> held_;
+};
+
+// Waits inside enqueue for the device to finish the work.
+class BlockingQueue final : public QueueWrapper {
+ public:
+  using QueueWrapper::QueueWrapper;
+  Expected<void, DeferredEnqueueError> enqueue(PreparedAllocationRelease request, ProviderContextPin pin) noexcept override {
+    while (!signalled_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return QueueWrapper::enqueue(std::move(request), std::move(pin));
+  }
+  void signal_fences() override {
+    signalled_ = true;
+    QueueWrapper::signal_fences();
+  }
+
+ private:
+  std::atomic<bool> signalled_{false};
+};
+
+// On device loss, runs pending releases through the allocator anyway.
+class ReleasesAfterLoss final : public QueueWrapper {
+ public:
+  using QueueWrapper::QueueWrapper;
+  void mark_device_lost() override {
+    inner_.signal_fences();
+    (void)inner_.drain();
+    inner_.mark_device_lost();
+  }
+};
+
+// Accepts work beyond its declared capacity.
+class OverCapacity final : public QueueWrapper {
+ public:
+  OverCapacity(std::shared_ptr<ProviderContextPinSource> context, QueueOptions options)
+      : QueueWrapper(std::move(context), QueueOptions{}) {
+    options_ = options;
+  }
+};
+
+template <class Queue>
+class QueueMutant final : public HostAdapter {
+ public:
+  explicit QueueMutant(std::string name) : name_(std::move(name)) {}
+  cts::AdapterInfo info() const override {
+    auto info = HostAdapter::info();
+    info.name = name_;
+    info.vendor = "ortmem-cts known-bad";
+    return info;
+  }
+  std::unique_ptr<QueueUnderTest> make_queue(ContextUnderTest& context, QueueOptions options) override {
+    return std::make_unique<Queue>(dynamic_cast<HostContext&>(context).shared_pins(), options);
+  }
+
+ private:
+  std::string name_;
+};
+
+template <class Mutant>
+void add(const std::string& name) {
+  cts::register_adapter(name, [name] { return std::make_unique<Mutant>(name); });
+}
+
+}  // namespace
+
+void register_mutant_adapters() {
+  add<AllocatorMutant<Misaligned>>("mutant:misaligned");
+  add<AllocatorMutant<Overlapping>>("mutant:overlapping");
+  add<AllocatorMutant<Corrupting>>("mutant:corrupting");
+  add<AllocatorMutant<WrongAccounting>>("mutant:wrong-accounting");
+  add<AllocatorMutant<FailedAfterFree>>("mutant:failed-after-free");
+  add<AllocatorMutant<UnknownComplete>>("mutant:unknown-complete");
+  add<AllocatorMutant<UnstableDiscovery>>("mutant:unstable-discovery");
+  add<AllocatorMutant<WanderingDevice>>("mutant:wandering-device");
+  cts::register_adapter("mutant:declared-unsupported", [] { return std::make_unique<DeclaresMissingCapability>(); });
+  add<ContextMutant<WrappedContext<PinsAfterRetirement>>>("mutant:pins-after-retirement");
+  add<ContextMutant<WrappedContext<WrongContextPins>>>("mutant:wrong-context-pins");
+  add<ContextMutant<EarlyTeardownContext>>("mutant:early-teardown");
+  add<ContextMutant<UncappedContext>>("mutant:uncapped-pins");
+  add<QueueMutant<DroppingQueue>>("mutant:dropping-queue");
+  add<QueueMutant<LifoQueue>>("mutant:lifo-queue");
+  add<QueueMutant<BlockingQueue>>("mutant:blocking-enqueue");
+  add<QueueMutant<ReleasesAfterLoss>>("mutant:releases-after-loss");
+  add<QueueMutant<OverCapacity>>("mutant:over-capacity");
+}
+
+}  // namespace ortmem::adapters::mutants

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Certifies one known-bad adapter and checks that the kit caught it.
+
+Usage: check_mutant.py RUNNER MANIFEST NAME REPORT_DIR
+
+Passes when the runner exits 1 (not 2, not a crash), writes a report, and every
+requirement the manifest lists under must_fail has status fail. Each test runs
+in its own process with a short deadline, so a mutant that hangs costs seconds,
+not the suite.
+"""
+import json
+import pathlib
+import subprocess
+import sys
+
+
+def main(argv):
+    if len(argv) != 5:
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    runner, manifest, name, report_dir = argv[1:]
+    entry = next((m for m in json.loads(pathlib.Path(manifest).read_text())["mutants"] if m["name"] == name), None)
+    if entry is None:
+        print(f"{name} is not in {manifest}", file=sys.stderr)
+        return 2
+    report = pathlib.Path(report_dir) / (name.replace(":", "_") + ".json")
+    report.unlink(missing_ok=True)
+    run = subprocess.run([runner, "run", "--adapter", name, "--isolate", "test", "--timeout", "2",
+                          "--report", str(report)], capture_output=True, text=True, timeout=600)
+    problems = []
+    if run.returncode != 1:
+        problems.append(f"exit status {run.returncode}, expected 1 (not conformant); stderr: {run.stderr.strip()[-500:]}")
+    if not report.exists():
+        problems.append("no report was written")
+    else:
+        statuses = {r["id"]: r["status"] for r in json.loads(report.read_text())["requirements"]}
+        for rid in entry["must_fail"]:
+            if statuses.get(rid) != "fail":
+                problems.append(f"{rid} is {statuses.get(rid, 'absent')}, expected fail ({entry['breaks']})")
+    for problem in problems:
+        print(f"{name}: {problem}", file=sys.stderr)
+    if not problems:
+        print(f"{name}: killed ({', '.join(entry['must_fail'])} fail)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -82,6 +82,8 @@ Expected<void, ExplicitReleaseError> MemoryBinding::release(BoundAllocation allo
 
 Expected<std::pair<detail::ActiveOperation, ValidatedMemoryView>, BindingError> MemoryBinding::open_view(
     const BoundMemoryView& view) const {
+  // A view of another registry's allocation is foreign, and is named as a view (BIND-001).
+  if (view.identity_.binding.id.issuer() != identity_.id.issuer()) return fail(BindingError::foreign_registry("view"));
   auto operation = mechanism_->begin_active("using a view");
   if (!operation) return fail(operation.error());
   if (auto valid = mechanism_->validate(

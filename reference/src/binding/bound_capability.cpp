@@ -78,6 +78,10 @@ Expected<BoundSharedPrefix, BindingError> BoundSharedMapping::create_shared_pref
 }
 
 Expected<void, BindingError> BoundSharedMapping::check_prefix(const BoundSharedPrefix& prefix) const {
+  // A prefix made through another registry is foreign, not a binding mismatch (BIND-001).
+  if (prefix.binding_identity().id.issuer() != binding_.identity_.id.issuer()) {
+    return fail(BindingError::foreign_registry("shared prefix"));
+  }
   if (prefix.binding_identity().id != binding_.identity_.id) {
     return fail(BindingError::binding_mismatch(binding_.identity_.id, prefix.binding_identity().id));
   }

@@ -51,6 +51,9 @@ bool matches(const AllocationRecord& record, const AllocationRecord& expected) {
 
 Expected<void, BindingError> Mechanism::validate(const BindingIdentity& through, const AllocationIdentity& identity,
                                                  const AllocationRecord& expected, std::string_view operation) {
+  // Another registry's allocation is foreign, not merely another binding's:
+  // its ids may even collide with ours (BIND-001).
+  if (identity.binding.id.issuer() != through.id.issuer()) return fail(BindingError::foreign_registry("allocation"));
   if (identity.binding.id != through.id) return fail(BindingError::binding_mismatch(through.id, identity.binding.id));
   const std::lock_guard lock(mutex_);
   if (lifecycle_ != MechanismLifecycle::kActive) return fail(inactive_error(operation));
@@ -62,6 +65,8 @@ Expected<void, BindingError> Mechanism::validate(const BindingIdentity& through,
 Expected<ActiveOperation, BindingError> Mechanism::take_for_release(const BindingIdentity& through,
                                                                     const AllocationIdentity& identity,
                                                                     const AllocationRecord& expected) {
+  // As in validate(): a handle of another registry is refused as foreign (BIND-001).
+  if (identity.binding.id.issuer() != through.id.issuer()) return fail(BindingError::foreign_registry("allocation"));
   if (identity.binding.id != through.id) return fail(BindingError::binding_mismatch(through.id, identity.binding.id));
   const std::lock_guard lock(mutex_);
   if (lifecycle_ != MechanismLifecycle::kActive && lifecycle_ != MechanismLifecycle::kRetired) {

@@ -118,6 +118,12 @@ Expected<RegisteredMechanism, BindingError> BindingRegistry::register_mechanism(
       *identity, device, coherence,
       Mechanism::Resources{std::move(context_entry), std::move(authority_entry), std::move(allocator)});
   const std::lock_guard lock(state_->mutex);
+  // The lock was not held while device() ran, so the context or authority may
+  // have been removed meanwhile (nothing used them yet). Registering against
+  // one now would leave a mechanism whose context is unregistered and whose
+  // termination could never be confirmed.
+  if (!state_->contexts.contains(context.identity)) return fail(BindingError::unregistered(context.identity));
+  if (!state_->authorities.contains(authority.identity)) return fail(BindingError::unregistered(authority.identity));
   state_->mechanisms.emplace(*identity, std::move(mechanism));
   state_->selected.try_emplace(device, *identity);  // the first mechanism of a device is selected
   return RegisteredMechanism{*identity, device, coherence};
@@ -137,17 +143,20 @@ Expected<void, BindingError> BindingRegistry::select(const RegisteredMechanism& 
   if (const auto lifecycle = (*entry)->lifecycle(); lifecycle != MechanismLifecycle::kActive) {
     return fail(BindingError::inactive_mechanism(mechanism.identity, lifecycle, "selecting a mechanism"));
   }
+  // The registered device, not the handle's copy of it: a handle is plain data
+  // and its device field could name another device.
+  const DeviceKey device = (*entry)->device();
   std::optional<MechanismIdentity> prior;
   {
     const std::lock_guard lock(state_->mutex);
     auto& selected = state_->selected;
-    if (const auto found = selected.find(mechanism.device); found != selected.end()) prior = found->second;
-    selected.insert_or_assign(mechanism.device, mechanism.identity);
+    if (const auto found = selected.find(device); found != selected.end()) prior = found->second;
+    selected.insert_or_assign(device, mechanism.identity);
   }
   // A retire or invalidation may have run between the check and the publish.
   // It made the lifecycle terminal first, so looking again here catches it.
   if (const auto lifecycle = (*entry)->lifecycle(); lifecycle != MechanismLifecycle::kActive) {
-    if (auto withdrawn = withdraw_selection(mechanism.device, mechanism.identity, prior); !withdrawn) {
+    if (auto withdrawn = withdraw_selection(device, mechanism.identity, prior); !withdrawn) {
       return fail(withdrawn.error());
     }
     return fail(BindingError::inactive_mechanism(mechanism.identity, lifecycle, "selecting a mechanism"));
@@ -223,10 +232,11 @@ Expected<MemoryBinding, BindingError> BindingRegistry::issue_binding(const std::
 Expected<void, BindingError> BindingRegistry::retire(const RegisteredMechanism& mechanism) const {
   auto entry = find(mechanism);
   if (!entry) return fail(entry.error());
-  // Terminal first, then deselect: see the header.
+  // Terminal first, then deselect: see the header. The selection is looked up
+  // under the registered device, not the handle's copy (as in select()).
   (*entry)->retire();
   const std::lock_guard lock(state_->mutex);
-  if (const auto selected = state_->selected.find(mechanism.device);
+  if (const auto selected = state_->selected.find((*entry)->device());
       selected != state_->selected.end() && selected->second == mechanism.identity) {
     state_->selected.erase(selected);
   }
@@ -290,7 +300,8 @@ Expected<void, BindingError> BindingRegistry::remove(const RegisteredMechanism& 
                                                  "removing a mechanism before it is retired and quiescent"));
   }
   const std::lock_guard lock(state_->mutex);
-  if (const auto selected = state_->selected.find(mechanism.device);
+  // The registered device, not the handle's copy (as in select()).
+  if (const auto selected = state_->selected.find((*entry)->device());
       selected != state_->selected.end() && selected->second == mechanism.identity) {
     state_->selected.erase(selected);
   }

@@ -24,7 +24,12 @@ Expected<void, DeferredEnqueueError> HostDeferredReleaseQueue::enqueue(PreparedA
     rejection = DeferredEnqueueRejection::kClosed;
   } else if (capacity_ && entries_.size() >= *capacity_) {
     rejection = DeferredEnqueueRejection::kFull;
-  } else if (!pin.holds_claim() || pin.context() != context_->context()) {
+  } else if (!pin.holds_claim() || pin.context() != context_->context() ||
+             request.provider_context() != context_->context()) {
+    // The pin must be this queue's, and the request must belong to this
+    // queue's context too: a request of another context would be queued
+    // holding a pin on the wrong context, and its own context's teardown
+    // would not observe it (DQ-009).
     rejection = DeferredEnqueueRejection::kRefused;
   }
   if (rejection) return fail(DeferredEnqueueError(*rejection, std::move(request)));

@@ -128,6 +128,32 @@ class UnknownComplete final : public MutantAllocator {
   }
 };
 
+// Loses the backing allocator's own account of a refusal.
+class ReasonlessFailure final : public MutantAllocator {
+ public:
+  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
+    auto ptr = reference_.allocate(bytes, align);
+    if (ptr || ptr.error().kind() != MemoryError::Kind::kAllocationFailed) return ptr;
+    return fail(MemoryError::allocation_failed(Tier::kHost, bytes, ""));
+  }
+};
+
+// Files a backing refusal as the caller's mistake.
+class MisfiledFailure final : public MutantAllocator {
+ public:
+  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
+    auto ptr = reference_.allocate(bytes, align);
+    if (ptr || ptr.error().kind() != MemoryError::Kind::kAllocationFailed) return ptr;
+    return fail(MemoryError::invalid_request(Tier::kHost, bytes, ptr.error().reason()));
+  }
+};
+
+// Promises lazy, governed commits with no virtual backing to make them.
+class FalseOnDemand final : public MutantAllocator {
+ public:
+  bool commits_on_demand() const noexcept override { return true; }
+};
+
 // A virtual backing that refuses everything, for the discovery mutants.
 class RefusingBacking final : public VirtualBacking {
  public:
@@ -428,6 +454,9 @@ void register_mutant_adapters() {
   add<AllocatorMutant<UnknownComplete>>("mutant:unknown-complete");
   add<AllocatorMutant<UnstableDiscovery>>("mutant:unstable-discovery");
   add<AllocatorMutant<WanderingDevice>>("mutant:wandering-device");
+  add<AllocatorMutant<ReasonlessFailure>>("mutant:reasonless-failure");
+  add<AllocatorMutant<MisfiledFailure>>("mutant:misfiled-failure");
+  add<AllocatorMutant<FalseOnDemand>>("mutant:false-on-demand");
   cts::register_adapter("mutant:declared-unsupported", [] { return std::make_unique<DeclaresMissingCapability>(); });
   add<ContextMutant<WrappedContext<PinsAfterRetirement>>>("mutant:pins-after-retirement");
   add<ContextMutant<WrappedContext<WrongContextPins>>>("mutant:wrong-context-pins");

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "result_collector.hpp"
+
 extern char** environ;
 
 namespace ortmem::cts {
@@ -22,6 +24,8 @@ namespace {
 report::TestResult single(const ChildRun& child, report::TestStatus status, std::string message, double duration) {
   report::TestResult result;
   result.id = child.test_id;
+  // The child never reported, so the test's ids come from its source.
+  result.requirements = static_requirements(child.test_id);
   result.status = status;
   result.duration_s = duration;
   result.failures.push_back({"", 0, std::move(message)});

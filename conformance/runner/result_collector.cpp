@@ -3,6 +3,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "ortmem/cts/static_coverage.hpp"
 #include "ortmem/cts/suite.hpp"
 
 namespace ortmem::cts {
@@ -23,24 +24,39 @@ void ResultCollector::OnTestStart(const ::testing::TestInfo& info) {
 
 namespace {
 
-std::vector<std::string> requirements_of(const ::testing::TestResult& outcome) {
-  std::vector<std::string> requirements;
+std::vector<std::string> split_ids(std::string_view text) {
+  std::istringstream ids{std::string(text)};
+  std::vector<std::string> split;
+  for (std::string id; ids >> id;) split.push_back(id);
+  return split;
+}
+
+// The ids the test recorded, or, when it failed before recording them, the
+// ids its source names ("Adapters/Suite.Name/adapter" -> "Suite.Name").
+std::vector<std::string> requirements_of(const ::testing::TestInfo& info) {
+  const ::testing::TestResult& outcome = *info.result();
   for (int i = 0; i < outcome.test_property_count(); ++i) {
     const auto& property = outcome.GetTestProperty(i);
-    if (std::string(property.key()) != "requirements") continue;
-    std::istringstream ids(property.value());
-    for (std::string id; ids >> id;) requirements.push_back(id);
+    if (std::string(property.key()) == "requirements") return split_ids(property.value());
   }
-  return requirements;
+  return static_requirements(test_id(info));
 }
 
 }  // namespace
+
+std::vector<std::string> static_requirements(std::string_view id) {
+  // "Adapters/Suite.Name/adapter" -> "Suite.Name".
+  if (const auto slash = id.find('/'); slash != std::string_view::npos && slash < id.find('.')) id.remove_prefix(slash + 1);
+  id = id.substr(0, id.find('/'));
+  const auto found = static_coverage().find(id);
+  return found == static_coverage().end() ? std::vector<std::string>{} : split_ids(found->second);
+}
 
 void ResultCollector::OnTestEnd(const ::testing::TestInfo& info) {
   const ::testing::TestResult& outcome = *info.result();
   report::TestResult result;
   result.id = test_id(info);
-  result.requirements = requirements_of(outcome);
+  result.requirements = requirements_of(info);
   result.duration_s = static_cast<double>(outcome.elapsed_time()) / 1000.0;
   for (int i = 0; i < outcome.total_part_count(); ++i) {
     const auto& part = outcome.GetTestPartResult(i);
@@ -89,7 +105,7 @@ void ResultCollector::record_timeout(double limit_s) {
   // The stuck test named its requirements before it blocked; its thread is
   // not running GoogleTest code while blocked, so reading them here is safe.
   if (const auto* current = ::testing::UnitTest::GetInstance()->current_test_info()) {
-    result.requirements = requirements_of(*current->result());
+    result.requirements = requirements_of(*current);
   }
   result.status = report::TestStatus::kTimeout;
   result.duration_s = limit_s;

@@ -57,5 +57,7 @@ class ResultCollector final : public ::testing::EmptyTestEventListener {
 
 // "Suite.Name/param" for a GoogleTest test.
 [[nodiscard]] std::string test_id(const ::testing::TestInfo& info);
+// The requirement ids the source of test `id` names (see static_coverage.hpp).
+[[nodiscard]] std::vector<std::string> static_requirements(std::string_view id);
 
 }  // namespace ortmem::cts

@@ -69,7 +69,7 @@ TEST_P(Owning, DroppingAnOwnerQuarantinesWithoutCallingTheAllocator) {
 }
 
 TEST_P(Owning, AnAbandonedPreparedRequestQuarantines) {
-  covers("OWN-003", "REL-004");
+  covers("OWN-003", "OWN-004", "REL-004");
   {
     auto prepared = owner(128).prepare_release();
     ASSERT_TRUE(prepared);

@@ -135,8 +135,12 @@ Judgement judge(const std::vector<SpecRequirement>& spec, const std::vector<Test
     if (verdict.declared && verdict.result != ProfileResult::kConformant) all_required_conformant = false;
     judgement.verdict.profiles.push_back(std::move(verdict));
   }
+  // A failure the report cannot charge to any requirement still fails the run.
+  const bool unattributed_failure = std::any_of(tests.begin(), tests.end(), [](const TestResult& test) {
+    return is_failure(test.status) && test.requirements.empty();
+  });
   const bool core_judged = selected.contains("core");
-  if (any_not_conformant) {
+  if (any_not_conformant || unattributed_failure) {
     judgement.verdict.overall = ProfileResult::kNotConformant;
   } else if (all_required_conformant && core_judged) {
     judgement.verdict.overall = ProfileResult::kConformant;

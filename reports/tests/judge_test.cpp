@@ -90,6 +90,14 @@ TEST(Judge, ACrashOrTimeoutCountsAsAFailure) {
   }
 }
 
+TEST(Judge, AFailedTestThatNamesNoRequirementStillFailsTheRun) {
+  const auto judgement = judge(kSpec,
+                               {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
+                                test("b", {"PIN-001"}, TestStatus::kPass), test("c", {}, TestStatus::kCrash)},
+                               {"core", "pins"}, {});
+  EXPECT_EQ(judgement.verdict.overall, ProfileResult::kNotConformant);
+}
+
 TEST(Judge, OnlySelectedProfilesAreJudged) {
   const auto judgement = judge(kSpec, {test("a", {"PIN-001"}, TestStatus::kPass)}, {"core", "pins"}, {"pins"});
   ASSERT_EQ(judgement.verdict.profiles.size(), 1U);

@@ -13,7 +13,8 @@
 //     a MUST requirement did not run; not-run when nothing ran; else
 //     conformant. A failing SHOULD is reported but does not fail a profile.
 //   - core never skips: a core profile that is not fully run is partial.
-//   - overall: not-conformant if any profile is; conformant only when core
+//   - overall: not-conformant if any profile is, or a test that names no
+//     requirement failed; conformant only when core
 //     and every profile the adapter declares are conformant; else partial.
 // Report keys are a public interface (tools read them); see
 // reports/schema/report.schema.json.

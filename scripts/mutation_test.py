@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""The driver behind scripts/mutation-test.sh (see there for usage).
+
+Source mutants (adapters/mutants/source_mutants.json) are applied one at a time
+to a scratch copy of the tree, which is built incrementally; each build must
+compile, and certifying the host adapter with it must exit 1 with at least the
+mutant's must_fail requirements failing. Adapter mutants
+(adapters/mutants/manifest.json) are certified with ortmem-cts-mutants from the
+same scratch build. The kill matrix maps every requirement to the mutants that
+made it fail.
+"""
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+# Profiles whose MUST requirements must all be killed or justified. virtual and
+# shared join when their suites land.
+ENFORCED_PROFILES = {"core", "pins", "deferred"}
+RUN_FLAGS = ["--isolate", "test", "--timeout", "3"]
+
+
+def log(message):
+    print(message, flush=True)
+
+
+def tracked_files():
+    listing = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
+                             capture_output=True, text=True).stdout.split("\n")
+    return [path for path in listing if path and (ROOT / path).is_file()]
+
+
+def build(scratch, build_dir, targets):
+    result = subprocess.run(["cmake", "--build", str(build_dir), "--target", *targets], cwd=scratch,
+                            capture_output=True, text=True)
+    return result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def certify(runner, adapter, report):
+    report.unlink(missing_ok=True)
+    run = subprocess.run([str(runner), "run", "--adapter", adapter, *RUN_FLAGS, "--report", str(report)],
+                         capture_output=True, text=True, timeout=1800)
+    failing = []
+    if report.exists():
+        failing = [r["id"] for r in json.loads(report.read_text())["requirements"] if r["status"] == "fail"]
+    return run.returncode, failing
+
+
+def judge_mutant(kind, name, must_fail, code, failing, problems):
+    missing = [rid for rid in must_fail if rid not in failing]
+    killed = code == 1 and failing and not missing
+    if not killed:
+        why = f"exit {code}" if code != 1 else f"expected failures missing: {', '.join(missing) or 'none failed'}"
+        problems.append(f"{kind} mutant {name} survived ({why})")
+    log(f"  {kind:7} {name:32} {'killed' if killed else 'SURVIVED'}  exit {code}  {len(failing)} requirements fail")
+    return killed
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--matrix", default=str(ROOT / "build" / "kill-matrix.json"))
+    parser.add_argument("--only", default="", help="comma-separated mutant names to run (default: all)")
+    args = parser.parse_args()
+    only = set(filter(None, args.only.split(",")))
+
+    spec = json.loads((ROOT / "spec" / "requirements.json").read_text())
+    source_mutants = json.loads((ROOT / "adapters" / "mutants" / "source_mutants.json").read_text())["mutants"]
+    adapter_mutants = json.loads((ROOT / "adapters" / "mutants" / "manifest.json").read_text())["mutants"]
+    if only:
+        source_mutants = [m for m in source_mutants if m["name"] in only]
+        adapter_mutants = [m for m in adapter_mutants if m["name"] in only]
+
+    started = time.monotonic()
+    problems = []
+    killed_by = {r["id"]: [] for r in spec["requirements"]}
+    with tempfile.TemporaryDirectory(prefix="ortmem-mutation-") as scratch_name:
+        scratch = pathlib.Path(scratch_name) / "src"
+        for path in tracked_files():
+            (scratch / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / path, scratch / path)
+        build_dir = pathlib.Path(scratch_name) / "build"
+        reports = pathlib.Path(scratch_name) / "reports"
+        reports.mkdir()
+        subprocess.run(["cmake", "-S", str(scratch), "-B", str(build_dir), "-G", "Ninja",
+                        "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DORTMEM_BUILD_BENCH=OFF", "-DORTMEM_WITH_CUDA=OFF"],
+                       check=True, capture_output=True)
+        log("building the unmutated kit in a scratch copy")
+        ok, output = build(scratch, build_dir, ["ortmem-cts", "ortmem-cts-mutants"])
+        if not ok:
+            log(output)
+            return 2
+        runner, mutants_runner = build_dir / "ortmem-cts", build_dir / "ortmem-cts-mutants"
+        code, failing = certify(runner, "host", reports / "baseline.json")
+        if code != 0:
+            log(f"the unmutated host adapter is not conformant (exit {code}; failing {failing}): nothing to compare")
+            return 2
+
+        log(f"adapter mutants ({len(adapter_mutants)})")
+        for mutant in adapter_mutants:
+            code, failing = certify(mutants_runner, mutant["name"], reports / "adapter.json")
+            if judge_mutant("adapter", mutant["name"], mutant["must_fail"], code, failing, problems):
+                for rid in failing:
+                    killed_by[rid].append(mutant["name"])
+
+        log(f"source mutants ({len(source_mutants)})")
+        for mutant in source_mutants:
+            originals = {}
+            try:
+                for edit in mutant["edits"]:
+                    target = scratch / edit["file"]
+                    text = originals.setdefault(target, target.read_text()) if target not in originals else target.read_text()
+                    if text.count(edit["find"]) != 1:
+                        problems.append(f"source mutant {mutant['name']}: its edit of {edit['file']} no longer "
+                                        f"matches exactly once ({text.count(edit['find'])} matches); update the mutant")
+                        raise LookupError
+                    target.write_text(text.replace(edit["find"], edit["replace"]))
+                ok, output = build(scratch, build_dir, ["ortmem-cts"])
+                if not ok:
+                    problems.append(f"source mutant {mutant['name']} does not compile:\n{output[-1500:]}")
+                    log(f"  source  {mutant['name']:32} DOES NOT COMPILE")
+                    continue
+                code, failing = certify(runner, "host", reports / "source.json")
+                if judge_mutant("source", "source:" + mutant["name"], mutant["must_fail"], code, failing, problems):
+                    for rid in failing:
+                        killed_by[rid].append("source:" + mutant["name"])
+            except LookupError:
+                log(f"  source  {mutant['name']:32} STALE EDIT")
+            finally:
+                for target, text in originals.items():
+                    target.write_text(text)
+        # Leave the scratch build matching the tree, so a rerun starts clean.
+
+    matrix = {"spec_version": spec["spec_version"], "requirements": {}}
+    unkilled = []
+    for r in spec["requirements"]:
+        justification = r.get("justification", "")
+        matrix["requirements"][r["id"]] = {
+            "level": r["level"], "profile": r["profile"], "killed_by": sorted(killed_by[r["id"]]),
+            "justification": justification}
+        if (r["level"] == "MUST" and not r.get("withdrawn") and not killed_by[r["id"]] and not justification
+                and r["profile"] in ENFORCED_PROFILES):
+            unkilled.append(r["id"])
+    must = [r for r in spec["requirements"] if r["level"] == "MUST" and r["profile"] in ENFORCED_PROFILES]
+    matrix["summary"] = {
+        "adapter_mutants": len(adapter_mutants), "source_mutants": len(source_mutants),
+        "must_requirements": len(must), "must_killed_or_justified": len(must) - len(unkilled),
+        "enforced_profiles": sorted(ENFORCED_PROFILES), "seconds": round(time.monotonic() - started, 1)}
+    if not only:
+        for rid in unkilled:
+            problems.append(f"{rid} is a MUST requirement no mutant kills and spec/ does not justify")
+
+    path = pathlib.Path(args.matrix)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(matrix, indent=2) + "\n")
+    lines = ["# Kill matrix", "",
+             f"{matrix['summary']['must_killed_or_justified']}/{len(must)} MUST requirements of "
+             f"{', '.join(sorted(ENFORCED_PROFILES))} killed or justified; "
+             f"{len(adapter_mutants)} adapter and {len(source_mutants)} source mutants.", "",
+             "| requirement | level | profile | killed by | justification |", "|---|---|---|---|---|"]
+    for rid, row in matrix["requirements"].items():
+        lines.append(f"| {rid} | {row['level']} | {row['profile']} | {', '.join(row['killed_by']) or '—'} | "
+                     f"{'yes' if row['justification'] else ''} |")
+    path.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    log(f"kill matrix: {path} ({path.with_suffix('.md')}); "
+        f"{matrix['summary']['must_killed_or_justified']}/{len(must)} MUST killed or justified "
+        f"in {matrix['summary']['seconds']} s")
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

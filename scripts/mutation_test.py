@@ -20,9 +20,8 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-# Profiles whose MUST requirements must all be killed or justified. virtual and
-# shared join when their suites land.
-ENFORCED_PROFILES = {"core", "pins", "deferred"}
+# Profiles whose MUST requirements must all be killed or justified.
+ENFORCED_PROFILES = {"core", "pins", "deferred", "virtual", "shared"}
 RUN_FLAGS = ["--isolate", "test", "--timeout", "3"]
 
 

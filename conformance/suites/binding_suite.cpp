@@ -85,7 +85,9 @@ TEST_P(Binding, AReusedAddressGetsANewGenerationAndOldMetadataStaysStale) {
     if (next->data() == stale.data()) reused = *next;
     held.push_back(std::move(*next));
   }
-  if (reused) EXPECT_NE(reused->identity().generation, stale.identity().generation);
+  if (reused) {
+    EXPECT_NE(reused->identity().generation, stale.identity().generation);
+  }
   bool called = false;
   auto used = binding().with_view(*view, [&](ValidatedMemoryView) { called = true; });
   ASSERT_FALSE(used);

@@ -103,7 +103,8 @@ struct DestructionLog {
   std::vector<std::string> entries;
 };
 struct LoggedResource {
-  LoggedResource(std::shared_ptr<DestructionLog> log, std::string name) : log(std::move(log)), name(std::move(name)) {}
+  LoggedResource(std::shared_ptr<DestructionLog> destination, std::string what)
+      : log(std::move(destination)), name(std::move(what)) {}
   LoggedResource(const LoggedResource&) = delete;
   ~LoggedResource() { log->entries.push_back(name); }
   std::shared_ptr<DestructionLog> log;

@@ -95,6 +95,26 @@ class MemoryAccess {
   virtual void read(const void* ptr, std::span<std::uint8_t> out) = 0;
 };
 
+// Where a fault can be injected, named by what it does to the contract rather
+// than by the system or driver call behind it (munmap, cuMemUnmap, ...).
+enum class FaultPoint : std::uint8_t {
+  kReleaseUnmap,  // one unmap step of a multi-step release
+  kCommit,        // mapping physical memory under a committed range
+  kDecommit,      // removing the mapping of a decommitted range
+  kPrefixMap,     // mapping a shared prefix into a target
+};
+
+// Makes the Nth mechanism call behind a fault point fail, so partial release,
+// rollback and quarantine paths run deterministically.
+class FaultInjection {
+ public:
+  virtual ~FaultInjection() = default;
+  // Arms the `nth` next call behind `point` (1 = the very next) of every
+  // allocator this adapter made. False when the adapter has no such point.
+  virtual bool arm(FaultPoint point, std::uint64_t nth) = 0;
+  virtual void clear() = 0;
+};
+
 struct ContextOptions {
   // Outstanding pins beyond this many must be refused with pin-count-overflow.
   // A small cap lets the suite reach overflow; adapters must honour it.
@@ -117,6 +137,8 @@ class Adapter {
   [[nodiscard]] virtual std::unique_ptr<QueueUnderTest> make_queue(ContextUnderTest& context,
                                                                    QueueOptions options) = 0;
   [[nodiscard]] virtual MemoryAccess& memory() = 0;
+  // Present exactly when info() declares Capability::kFaultInjection.
+  [[nodiscard]] virtual FaultInjection* faults() { return nullptr; }
 };
 
 }  // namespace ortmem::cts

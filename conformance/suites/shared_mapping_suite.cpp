@@ -1,0 +1,215 @@
+// Shared mapping (SM), against any adapter that declares it.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <vector>
+
+#include "ortmem/capability.hpp"
+#include "ortmem/cts/suite.hpp"
+
+namespace ortmem::cts {
+namespace {
+
+class SharedMappingSuite : public AdapterSuite {
+ protected:
+  void SetUp() override {
+    AdapterSuite::SetUp();
+    ORTMEM_CTS_REQUIRE(Capability::kSharedMapping);
+    allocator_ = adapter().make_allocator();
+    mapping_ = allocator_->as_shared_mapping();
+    ASSERT_NE(mapping_, nullptr) << "the adapter declares shared mapping but its allocator has none";
+    // A prefix of one byte maps exactly one granule.
+    auto probe = mapping_->create_shared_prefix(1);
+    ASSERT_TRUE(probe) << probe.error().message();
+    granule_ = (*probe)->mapped_bytes();
+    ASSERT_GT(granule_, 0U);
+  }
+  void TearDown() override {
+    if (auto* faults = adapter().faults()) faults->clear();
+    for (const auto& [ptr, bytes] : live_) (void)allocator_->release(ptr, bytes, 64);
+  }
+
+  // A target allocation with nothing committed, so prefixes can be mapped in.
+  void* target(std::size_t bytes) {
+    void* ptr = nullptr;
+    if (VirtualBacking* backing = allocator_->as_virtual_backing()) {
+      auto reserved = backing->allocate_committed(bytes, 64, {});
+      EXPECT_TRUE(reserved) << (reserved ? "" : reserved.error().message());
+      if (reserved) ptr = *reserved;
+    } else {
+      auto allocated = allocator_->allocate(bytes, 64);
+      if (allocated) ptr = *allocated;
+    }
+    if (ptr != nullptr) live_.emplace_back(ptr, bytes);
+    return ptr;
+  }
+  std::unique_ptr<SharedDevicePrefix> prefix(std::size_t bytes) {
+    auto created = mapping_->create_shared_prefix(bytes);
+    EXPECT_TRUE(created) << (created ? "" : created.error().message());
+    return created ? std::move(*created) : nullptr;
+  }
+  static void* owner_window(const SharedDevicePrefix& prefix) { return reinterpret_cast<void*>(prefix.device_ptr()); }
+  bool holds(const void* ptr, std::size_t bytes, std::uint8_t value) {
+    std::vector<std::uint8_t> seen(bytes);
+    adapter().memory().read(ptr, seen);
+    return std::all_of(seen.begin(), seen.end(), [&](std::uint8_t b) { return b == value; });
+  }
+  static void* at(void* base, std::size_t offset) { return static_cast<unsigned char*>(base) + offset; }
+
+  std::shared_ptr<DeviceAllocator> allocator_;
+  SharedMapping* mapping_ = nullptr;
+  std::size_t granule_ = 0;
+  std::vector<std::pair<void*, std::size_t>> live_;
+};
+
+TEST_P(SharedMappingSuite, APrefixReportsItsGeometry) {
+  covers("SM-001");
+  for (std::size_t bytes : {std::size_t{1}, granule_, granule_ + 1, 3 * granule_ - 5}) {
+    auto shared = prefix(bytes);
+    ASSERT_NE(shared, nullptr);
+    EXPECT_EQ(shared->requested_bytes(), bytes);
+    EXPECT_EQ(shared->mapped_bytes(), (bytes + granule_ - 1) / granule_ * granule_);
+    EXPECT_GE(shared->committed_physical_bytes(), bytes);
+    EXPECT_NE(shared->device_ptr(), 0U);
+  }
+}
+
+TEST_P(SharedMappingSuite, ForeignPrefixesAreRefusedBeforeAnyCost) {
+  covers("SM-002", "SM-006");
+  auto other_allocator = adapter().make_allocator();
+  auto foreign = other_allocator->as_shared_mapping()->create_shared_prefix(granule_);
+  ASSERT_TRUE(foreign);
+  auto cost = mapping_->incremental_owned_bytes_for_shared_prefix(**foreign);
+  ASSERT_FALSE(cost) << "a foreign prefix was priced at " << *cost;
+  void* ptr = target(2 * granule_);
+  ASSERT_NE(ptr, nullptr);
+  auto commit = mapping_->commit_shared_prefix(**foreign, ptr, 2 * granule_, 0);
+  ASSERT_FALSE(commit) << "a foreign prefix was mapped";
+  EXPECT_EQ(cost.error().kind(), commit.error().kind()) << "cost and commit refuse a foreign prefix differently";
+  auto own = prefix(granule_);
+  auto own_cost = mapping_->incremental_owned_bytes_for_shared_prefix(*own);
+  ASSERT_TRUE(own_cost);
+  EXPECT_EQ(*own_cost, 0U);
+}
+
+TEST_P(SharedMappingSuite, ACommitReportsZeroOwnedBytesAndWhatItMapped) {
+  covers("SM-004");
+  auto shared = prefix(2 * granule_ - 7);
+  void* ptr = target(4 * granule_);
+  ASSERT_TRUE(shared && ptr);
+  auto info = mapping_->commit_shared_prefix(*shared, ptr, 4 * granule_, granule_);
+  ASSERT_TRUE(info) << info.error().message();
+  EXPECT_EQ(info->additional_owned_bytes, 0U);
+  EXPECT_EQ(info->newly_mapped_bytes, shared->mapped_bytes());
+  EXPECT_EQ(info->granules, 2U);
+}
+
+TEST_P(SharedMappingSuite, BadPlacementIsRefused) {
+  covers("SM-005", "SM-003");
+  auto shared = prefix(2 * granule_);
+  void* ptr = target(3 * granule_);
+  ASSERT_TRUE(shared && ptr);
+  EXPECT_FALSE(mapping_->commit_shared_prefix(*shared, ptr, 3 * granule_, 1)) << "an unaligned offset was accepted";
+  EXPECT_FALSE(mapping_->commit_shared_prefix(*shared, ptr, 3 * granule_, 2 * granule_)) << "a prefix past the end";
+  if (VirtualBacking* backing = allocator_->as_virtual_backing()) {
+    ASSERT_TRUE(backing->commit_allocation_range(ptr, 3 * granule_, 64, granule_, 1));
+    EXPECT_FALSE(mapping_->commit_shared_prefix(*shared, ptr, 3 * granule_, 0)) << "over committed bytes";
+    ASSERT_TRUE(backing->decommit_allocation_range(ptr, 3 * granule_, 64, granule_, 1));
+  }
+  auto info = mapping_->commit_shared_prefix(*shared, ptr, 3 * granule_, 0);
+  ASSERT_TRUE(info) << "the refusals left part of a mapping behind: " << info.error().message();
+  EXPECT_FALSE(mapping_->commit_shared_prefix(*shared, ptr, 3 * granule_, 0)) << "mapped twice over itself";
+}
+
+TEST_P(SharedMappingSuite, TheTargetMustBeALiveAllocationOfExactlyThatSize) {
+  covers("SM-006");
+  auto shared = prefix(granule_);
+  void* ptr = target(2 * granule_);
+  ASSERT_TRUE(shared && ptr);
+  EXPECT_FALSE(mapping_->commit_shared_prefix(*shared, ptr, 2 * granule_ + 1, 0)) << "wrong allocation size";
+  alignas(64) static unsigned char not_ours[64];
+  EXPECT_FALSE(mapping_->commit_shared_prefix(*shared, not_ours, 64, 0)) << "not an allocation";
+  EXPECT_TRUE(mapping_->commit_shared_prefix(*shared, ptr, 2 * granule_, 0));
+}
+
+TEST_P(SharedMappingSuite, AFailedCommitLeavesNoMapping) {
+  covers("SM-003");
+  ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
+  auto shared = prefix(granule_);
+  void* ptr = target(2 * granule_);
+  ASSERT_TRUE(shared && ptr);
+  ASSERT_TRUE(adapter().faults()->arm(FaultPoint::kPrefixMap, 1));
+  EXPECT_FALSE(mapping_->commit_shared_prefix(*shared, ptr, 2 * granule_, 0));
+  adapter().faults()->clear();
+  // Nothing stayed mapped: the same range takes the prefix now.
+  auto again = mapping_->commit_shared_prefix(*shared, ptr, 2 * granule_, 0);
+  EXPECT_TRUE(again) << "the failed commit left the target range occupied: " << again.error().message();
+}
+
+TEST_P(SharedMappingSuite, EveryMappingSeesThePrefixBytes) {
+  covers("SM-007");
+  auto shared = prefix(granule_ + 100);
+  void* first = target(4 * granule_);
+  void* second = target(2 * granule_);
+  ASSERT_TRUE(shared && first && second);
+  adapter().memory().fill(owner_window(*shared), granule_ + 100, 0xC3);
+  ASSERT_TRUE(mapping_->commit_shared_prefix(*shared, first, 4 * granule_, 2 * granule_));
+  ASSERT_TRUE(mapping_->commit_shared_prefix(*shared, second, 2 * granule_, 0));
+  EXPECT_TRUE(holds(at(first, 2 * granule_), granule_ + 100, 0xC3));
+  EXPECT_TRUE(holds(second, granule_ + 100, 0xC3));
+  adapter().memory().fill(owner_window(*shared), 10, 0x3C);  // later owner writes show through too
+  EXPECT_TRUE(holds(second, 10, 0x3C));
+}
+
+TEST_P(SharedMappingSuite, AWriteThroughAMappingIsRefusedByTheSystem) {
+  covers("SM-008");
+  auto shared = prefix(granule_);
+  void* ptr = target(granule_);
+  ASSERT_TRUE(shared && ptr);
+  adapter().memory().fill(owner_window(*shared), granule_, 0x01);
+  ASSERT_TRUE(mapping_->commit_shared_prefix(*shared, ptr, granule_, 0));
+  // The write happens in a child: the mapping must kill it rather than change the bytes.
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    adapter().memory().fill(ptr, 1, 0xEE);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status)) << "a write through the read-only mapping succeeded";
+  if (WIFSIGNALED(status)) EXPECT_TRUE(WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS);
+  EXPECT_TRUE(holds(owner_window(*shared), granule_, 0x01));
+}
+
+TEST_P(SharedMappingSuite, PhysicalBytesLiveUntilTheLastHolderInEitherOrder) {
+  covers("SM-009");
+  // Handle first: the mapping keeps the bytes readable.
+  {
+    void* ptr = target(granule_);
+    auto shared = prefix(granule_);
+    ASSERT_TRUE(shared && ptr);
+    adapter().memory().fill(owner_window(*shared), granule_, 0x5D);
+    ASSERT_TRUE(mapping_->commit_shared_prefix(*shared, ptr, granule_, 0));
+    shared.reset();
+    EXPECT_TRUE(holds(ptr, granule_, 0x5D)) << "the bytes went with the handle while a mapping remained";
+  }
+  // Mapping first: the handle keeps the bytes readable.
+  {
+    void* ptr = target(granule_);
+    auto shared = prefix(granule_);
+    ASSERT_TRUE(shared && ptr);
+    adapter().memory().fill(owner_window(*shared), granule_, 0x6E);
+    ASSERT_TRUE(mapping_->commit_shared_prefix(*shared, ptr, granule_, 0));
+    ASSERT_TRUE(allocator_->release(ptr, granule_, 64).is_complete());
+    std::erase_if(live_, [&](const auto& entry) { return entry.first == ptr; });
+    EXPECT_TRUE(holds(owner_window(*shared), granule_, 0x6E)) << "the bytes went with the mapping while the handle remained";
+  }
+}
+
+ORTMEM_CTS_INSTANTIATE(SharedMappingSuite);
+
+}  // namespace
+}  // namespace ortmem::cts

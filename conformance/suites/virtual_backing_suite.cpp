@@ -1,0 +1,223 @@
+// Virtual backing (VB), against any adapter that declares it.
+#include <algorithm>
+#include <vector>
+
+#include "ortmem/capability.hpp"
+#include "ortmem/cts/registry_harness.hpp"
+#include "ortmem/cts/suite.hpp"
+
+namespace ortmem::cts {
+namespace {
+
+class VirtualBackingSuite : public AdapterSuite {
+ protected:
+  void SetUp() override {
+    AdapterSuite::SetUp();
+    ORTMEM_CTS_REQUIRE(Capability::kVirtualBacking);
+    allocator_ = adapter().make_allocator();
+    backing_ = allocator_->as_virtual_backing();
+    ASSERT_NE(backing_, nullptr) << "the adapter declares virtual backing but its allocator has none";
+    auto granule = backing_->mapped_bytes_for_allocation(1, 1);
+    ASSERT_TRUE(granule) << granule.error().message();
+    granule_ = static_cast<std::size_t>(*granule);
+    ASSERT_GT(granule_, 0U);
+  }
+  void TearDown() override {
+    if (auto* faults = adapter().faults()) faults->clear();
+    for (const auto& [ptr, bytes] : live_) (void)allocator_->release(ptr, bytes, 64);
+  }
+
+  void* reserve(std::size_t bytes, std::vector<ByteRange> committed = {}) {
+    auto ptr = backing_->allocate_committed(bytes, 64, committed);
+    EXPECT_TRUE(ptr) << (ptr ? "" : ptr.error().message());
+    if (!ptr) return nullptr;
+    live_.emplace_back(*ptr, bytes);
+    return *ptr;
+  }
+  void forget(void* ptr) { std::erase_if(live_, [&](const auto& entry) { return entry.first == ptr; }); }
+  std::size_t committed(void* ptr, std::size_t bytes) { return backing_->allocation_committed_bytes(ptr, bytes, 64); }
+  bool holds(void* ptr, std::size_t bytes, std::uint8_t value) {
+    std::vector<std::uint8_t> seen(bytes);
+    adapter().memory().read(ptr, seen);
+    return std::all_of(seen.begin(), seen.end(), [&](std::uint8_t b) { return b == value; });
+  }
+  static void* at(void* base, std::size_t offset) { return static_cast<unsigned char*>(base) + offset; }
+
+  std::shared_ptr<DeviceAllocator> allocator_;
+  VirtualBacking* backing_ = nullptr;
+  std::size_t granule_ = 0;
+  std::vector<std::pair<void*, std::size_t>> live_;
+};
+
+TEST_P(VirtualBackingSuite, AllocateCommittedCommitsOnlyTheListedRanges) {
+  covers("VB-001", "VB-004");
+  const std::size_t bytes = 8 * granule_;
+  void* ptr = reserve(bytes, {{0, 100}, {3 * granule_, 3 * granule_ + 10}});
+  ASSERT_NE(ptr, nullptr);
+  EXPECT_LE(committed(ptr, bytes), 2 * granule_) << "more than the listed ranges (rounded to granules) was committed";
+  EXPECT_GE(committed(ptr, bytes), 2 * granule_);
+  adapter().memory().fill(ptr, 100, 0x11);
+  adapter().memory().fill(at(ptr, 3 * granule_), 10, 0x22);
+  EXPECT_TRUE(holds(ptr, 100, 0x11));
+  EXPECT_TRUE(holds(at(ptr, 3 * granule_), 10, 0x22));
+}
+
+TEST_P(VirtualBackingSuite, CommittedRangesAreUsableAndCounted) {
+  covers("VB-002", "VB-005");
+  const std::size_t bytes = 6 * granule_;
+  void* ptr = reserve(bytes);
+  ASSERT_NE(ptr, nullptr);
+  EXPECT_EQ(committed(ptr, bytes), 0U);
+  ASSERT_TRUE(backing_->commit_allocation_range(ptr, bytes, 64, granule_, 2 * granule_));
+  EXPECT_EQ(committed(ptr, bytes), 2 * granule_);
+  adapter().memory().fill(at(ptr, granule_), 2 * granule_, 0x5A);
+  EXPECT_TRUE(holds(at(ptr, granule_), 2 * granule_, 0x5A));
+  const AllocationCommitRange batch[] = {{ptr, bytes, 64, 4 * granule_, granule_}, {ptr, bytes, 64, 5 * granule_, 1}};
+  ASSERT_TRUE(backing_->commit_allocation_ranges(batch));
+  EXPECT_EQ(committed(ptr, bytes), 4 * granule_);
+  adapter().memory().fill(at(ptr, 4 * granule_), granule_ + 1, 0x6B);
+  EXPECT_TRUE(holds(at(ptr, 4 * granule_), granule_ + 1, 0x6B));
+}
+
+TEST_P(VirtualBackingSuite, DecommitUnmapsOnlyGranulesNothingElseNeeds) {
+  covers("VB-003", "VB-005");
+  const std::size_t bytes = 4 * granule_;
+  void* ptr = reserve(bytes, {{0, bytes}});
+  ASSERT_NE(ptr, nullptr);
+  // Split the first granule: decommitting half of it unmaps nothing.
+  auto half = backing_->decommit_allocation_range(ptr, bytes, 64, 0, granule_ / 2);
+  ASSERT_TRUE(half) << half.error().message();
+  EXPECT_EQ(*half, 0U) << "a granule that still backs committed bytes was counted as unmapped";
+  EXPECT_EQ(committed(ptr, bytes), bytes);
+  auto rest = backing_->decommit_allocation_range(ptr, bytes, 64, granule_ / 2, granule_ / 2);
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(*rest, granule_) << "the granule's last committed bytes went, so the granule is unmapped";
+  EXPECT_EQ(committed(ptr, bytes), 3 * granule_);
+  auto two = backing_->decommit_allocation_range(ptr, bytes, 64, 2 * granule_, 2 * granule_);
+  ASSERT_TRUE(two);
+  EXPECT_EQ(*two, 2 * granule_);
+  EXPECT_EQ(committed(ptr, bytes), granule_);
+  // Still live and releasable.
+  const auto outcome = allocator_->release(ptr, bytes, 64);
+  ASSERT_TRUE(outcome.is_complete()) << outcome.describe();
+  forget(ptr);
+  EXPECT_EQ(outcome.unmapped_bytes(), granule_) << "release reports the bytes still mapped at release";
+}
+
+TEST_P(VirtualBackingSuite, EstimatesAreWholeGranulesAndNeverBelowWhatCommitMaps) {
+  covers("VB-004");
+  for (std::size_t bytes : {std::size_t{1}, granule_ - 1, granule_, granule_ + 1, 5 * granule_ + 3}) {
+    auto estimate = backing_->mapped_bytes_for_allocation(bytes, 64);
+    ASSERT_TRUE(estimate);
+    EXPECT_EQ(*estimate % granule_, 0U);
+    void* ptr = reserve(bytes, {{0, bytes}});
+    ASSERT_NE(ptr, nullptr);
+    EXPECT_GE(*estimate, committed(ptr, bytes)) << bytes << " bytes";
+  }
+  // Two tiny ranges in one granule, one in another: estimated as what they map.
+  const std::size_t bytes = 4 * granule_;
+  void* ptr = reserve(bytes);
+  ASSERT_NE(ptr, nullptr);
+  const AllocationCommitRange ranges[] = {
+      {ptr, bytes, 64, 0, 8}, {ptr, bytes, 64, 16, 8}, {ptr, bytes, 64, 2 * granule_, 8}};
+  auto estimate = backing_->mapped_bytes_for_allocation_ranges(ranges);
+  ASSERT_TRUE(estimate);
+  ASSERT_TRUE(backing_->commit_allocation_ranges(ranges));
+  EXPECT_GE(*estimate, committed(ptr, bytes));
+  EXPECT_EQ(*estimate % granule_, 0U);
+}
+
+TEST_P(VirtualBackingSuite, ADecommittedRangeCanBeCommittedAgain) {
+  covers("VB-006");
+  const std::size_t bytes = 2 * granule_;
+  void* ptr = reserve(bytes, {{0, bytes}});
+  ASSERT_NE(ptr, nullptr);
+  adapter().memory().fill(ptr, bytes, 0x77);
+  ASSERT_TRUE(backing_->decommit_allocation_range(ptr, bytes, 64, 0, bytes));
+  ASSERT_TRUE(backing_->commit_allocation_range(ptr, bytes, 64, 0, bytes));
+  adapter().memory().fill(ptr, bytes, 0x88);
+  EXPECT_TRUE(holds(ptr, bytes, 0x88));
+  EXPECT_EQ(committed(ptr, bytes), bytes);
+}
+
+TEST_P(VirtualBackingSuite, InvalidTargetsAreRefusedAndChangeNothing) {
+  covers("VB-007");
+  const std::size_t bytes = 2 * granule_;
+  void* ptr = reserve(bytes, {{0, granule_}});
+  ASSERT_NE(ptr, nullptr);
+  adapter().memory().fill(ptr, granule_, 0x42);
+  EXPECT_FALSE(backing_->commit_allocation_range(ptr, bytes, 64, granule_, bytes)) << "range past the end";
+  EXPECT_FALSE(backing_->commit_allocation_range(ptr, bytes, 64, SIZE_MAX, 2)) << "offset overflow";
+  EXPECT_FALSE(backing_->decommit_allocation_range(ptr, bytes, 64, 0, bytes + 1)) << "decommit past the end";
+  EXPECT_FALSE(backing_->commit_allocation_range(ptr, bytes + 1, 64, 0, 1)) << "wrong allocation size";
+  alignas(64) static unsigned char not_ours[64];
+  EXPECT_FALSE(backing_->commit_allocation_range(not_ours, 64, 64, 0, 64)) << "not an allocation";
+  EXPECT_FALSE(backing_->decommit_allocation_range(not_ours, 64, 64, 0, 64));
+  EXPECT_EQ(committed(ptr, bytes), granule_);
+  EXPECT_TRUE(holds(ptr, granule_, 0x42));
+}
+
+TEST_P(VirtualBackingSuite, AFailedDecommitChangesNothingOrSaysWhat) {
+  covers("VB-008");
+  ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
+  const std::size_t bytes = 4 * granule_;
+  void* ptr = reserve(bytes, {{0, bytes}});
+  ASSERT_NE(ptr, nullptr);
+  adapter().memory().fill(ptr, granule_, 0x31);
+  ASSERT_TRUE(adapter().faults()->arm(FaultPoint::kDecommit, 3));  // fail part way through four granules
+  auto decommitted = backing_->decommit_allocation_range(ptr, bytes, 64, granule_, 3 * granule_);
+  adapter().faults()->clear();
+  ASSERT_FALSE(decommitted) << "a decommit that failed part way reported success";
+  EXPECT_EQ(committed(ptr, bytes), bytes) << "the failed decommit left a partial change";
+  EXPECT_TRUE(holds(ptr, granule_, 0x31));
+  adapter().memory().fill(at(ptr, 3 * granule_), granule_, 0x32);  // still writable
+  EXPECT_TRUE(holds(at(ptr, 3 * granule_), granule_, 0x32));
+}
+
+TEST_P(VirtualBackingSuite, APartialReleaseIsQuarantinedWithItsResidual) {
+  covers("ALLOC-019", "REL-009");
+  ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
+  // Two mapped runs with a hole between: the second unmap fails.
+  const std::size_t bytes = 5 * granule_;
+  void* ptr = reserve(bytes, {{0, granule_}, {3 * granule_, 5 * granule_}});
+  ASSERT_NE(ptr, nullptr);
+  ASSERT_TRUE(adapter().faults()->arm(FaultPoint::kReleaseUnmap, 2));
+  const auto outcome = allocator_->release(ptr, bytes, 64);
+  adapter().faults()->clear();
+  ASSERT_TRUE(outcome.is_quarantined()) << outcome.describe();
+  forget(ptr);  // never releasable again
+  EXPECT_EQ(outcome.state(), AllocationReleaseState::kPartiallyUnmapped);
+  EXPECT_EQ(outcome.accounting()->allocation_bytes, bytes);
+  EXPECT_EQ(outcome.unmapped_bytes(), granule_);
+  EXPECT_EQ(outcome.residual()->retained_bytes, 2 * granule_);
+  EXPECT_EQ(outcome.residual()->address, reinterpret_cast<std::uintptr_t>(ptr));
+  EXPECT_EQ(outcome.residual()->reason.kind, QuarantineReason::Kind::kPartialRelease);
+  EXPECT_TRUE(allocator_->release(ptr, bytes, 64).is_failed()) << "a quarantined allocation was released again";
+}
+
+TEST_P(VirtualBackingSuite, APartialReleaseThroughTheRegistryIsRecorded) {
+  covers("REL-009", "OWN-008");
+  ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
+  RegistryHarness harness(adapter());
+  ASSERT_TRUE(harness.ready());
+  auto bound = **harness.binding->virtual_backing();
+  const std::size_t bytes = 3 * granule_;
+  const ByteRange ranges[] = {{0, granule_}, {2 * granule_, 3 * granule_}};
+  auto owner = bound.allocate_committed(bytes, 64, ranges);
+  ASSERT_TRUE(owner) << owner.error().message();
+  ASSERT_TRUE(adapter().faults()->arm(FaultPoint::kReleaseUnmap, 2));
+  auto outcome = std::move(*owner).release_now();
+  adapter().faults()->clear();
+  ASSERT_TRUE(outcome);
+  ASSERT_TRUE(outcome->is_quarantined()) << outcome->describe();
+  const auto records = harness.binding->quarantined();
+  ASSERT_EQ(records.size(), 1U);
+  EXPECT_EQ(records[0].state, AllocationReleaseState::kPartiallyUnmapped);
+  EXPECT_EQ(records[0].retained_bytes, granule_);
+  EXPECT_EQ(harness.snapshot().quarantined_bytes, granule_);
+}
+
+ORTMEM_CTS_INSTANTIATE(VirtualBackingSuite);
+
+}  // namespace
+}  // namespace ortmem::cts

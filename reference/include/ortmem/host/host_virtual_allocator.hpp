@@ -1,0 +1,123 @@
+// ortmem/host/host_virtual_allocator.hpp: the reference virtual-backing and
+// shared-mapping mechanism, on the operating system's own virtual memory.
+//
+// An allocation is a reservation of address space (mmap PROT_NONE) carved
+// into granules (the page size by default, or any power-of-two multiple of
+// it, e.g. 2 MiB to mirror CUDA). A granule is either unmapped, committed
+// (readable and writable private memory) or shared (a read-only mapping of a
+// prefix's memfd). Committed bytes are tracked as byte ranges, so two ranges
+// that share a granule keep it mapped until both are decommitted.
+//
+// Release unmaps the mapped granules one contiguous run at a time. If a run's
+// munmap fails, nothing of that run is disposed: the allocation is reported
+// Quarantined (partially-unmapped while anything is still mapped) with the
+// bytes actually unmapped, and its address range is kept reserved so it is
+// never handed out again. A failure before anything changed is Failed.
+//
+// Commit and decommit are transactional: a failure part way rolls back what
+// the call did and reports an error. Decommit removes access first (reversible)
+// and discards pages last.
+//
+// A shared prefix is a memfd of the requested size rounded up to granules,
+// mapped read-write once for its owner (device_ptr) and read-only, with
+// MAP_FIXED, into each target range. The kernel keeps the memory until the
+// owner window and every mapping are gone; this allocator holds a reference
+// per mapping so its own bookkeeping of the physical bytes ends exactly once.
+//
+// Every mmap, munmap, mprotect and madvise goes through an optional
+// SyscallFaults plan. Thread-safe: one lock guards the allocator's records;
+// it is the allocator's own lock, taken only inside its own methods.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ortmem/allocator.hpp"
+#include "ortmem/capability.hpp"
+#include "ortmem/host/syscall_faults.hpp"
+
+namespace ortmem::host {
+
+class HostVirtualAllocator final : public DeviceAllocator, public VirtualBacking, public SharedMapping {
+ public:
+  struct Options {
+    // 0: the page size. Otherwise a power-of-two multiple of the page size.
+    std::size_t granularity = 0;
+    // Optional: makes chosen system calls fail, for fault-injection tests.
+    std::shared_ptr<SyscallFaults> faults;
+  };
+
+  // Refuses a granularity that is not a power-of-two multiple of the page size.
+  [[nodiscard]] static Expected<std::shared_ptr<HostVirtualAllocator>, MemoryError> create(Options options);
+  ~HostVirtualAllocator() override;
+  HostVirtualAllocator(const HostVirtualAllocator&) = delete;
+  HostVirtualAllocator& operator=(const HostVirtualAllocator&) = delete;
+
+  // DeviceAllocator: an ordinary allocation is reserved and fully committed.
+  [[nodiscard]] Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override;
+  [[nodiscard]] AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override;
+  void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override;
+  [[nodiscard]] DeviceKey device() const noexcept override { return DeviceKey::host(); }
+  [[nodiscard]] VirtualBacking* as_virtual_backing() noexcept override { return this; }
+  [[nodiscard]] SharedMapping* as_shared_mapping() noexcept override { return this; }
+
+  // VirtualBacking.
+  [[nodiscard]] Expected<void*, MemoryError> allocate_committed(std::size_t bytes, std::size_t align,
+                                                                std::span<const ByteRange> committed) noexcept override;
+  [[nodiscard]] Expected<void, MemoryError> commit_allocation_range(void* ptr, std::size_t allocation_bytes,
+                                                                    std::size_t align, std::size_t offset,
+                                                                    std::size_t bytes) noexcept override;
+  [[nodiscard]] Expected<std::uint64_t, MemoryError> decommit_allocation_range(void* ptr, std::size_t allocation_bytes,
+                                                                               std::size_t align, std::size_t offset,
+                                                                               std::size_t bytes) noexcept override;
+  [[nodiscard]] Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(std::size_t bytes,
+                                                                                 std::size_t align) const noexcept override;
+  [[nodiscard]] Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation_ranges(
+      std::span<const AllocationCommitRange> ranges) const noexcept override;
+  [[nodiscard]] std::size_t allocation_committed_bytes(void* ptr, std::size_t allocation_bytes,
+                                                       std::size_t align) const noexcept override;
+
+  // SharedMapping.
+  [[nodiscard]] Expected<std::unique_ptr<SharedDevicePrefix>, MemoryError> create_shared_prefix(
+      std::size_t bytes) noexcept override;
+  [[nodiscard]] Expected<std::uint64_t, MemoryError> incremental_owned_bytes_for_shared_prefix(
+      const SharedDevicePrefix& prefix) const noexcept override;
+  [[nodiscard]] Expected<SharedPrefixCommitInfo, MemoryError> commit_shared_prefix(
+      const SharedDevicePrefix& prefix, void* ptr, std::size_t allocation_bytes,
+      std::size_t byte_offset) noexcept override;
+
+  [[nodiscard]] std::size_t granularity() const noexcept { return granularity_; }
+  [[nodiscard]] std::size_t live_allocations() const noexcept;
+  // Prefix memories whose physical bytes are still held (handle or mappings).
+  [[nodiscard]] std::size_t live_prefix_memories() const noexcept {
+    return live_prefix_memories_->load(std::memory_order_acquire);
+  }
+
+  struct PrefixMemory;
+  struct Region;
+
+ private:
+  HostVirtualAllocator(std::size_t granularity, std::shared_ptr<SyscallFaults> faults);
+
+  [[nodiscard]] Region* find_live(void* ptr, std::size_t bytes, std::size_t align) const;
+  [[nodiscard]] Expected<void*, MemoryError> reserve(std::size_t bytes, std::size_t align);
+  [[nodiscard]] Expected<void, MemoryError> commit_locked(Region& region, std::size_t offset, std::size_t bytes);
+  [[nodiscard]] Expected<void, MemoryError> check_prefix(const SharedDevicePrefix& prefix,
+                                                         std::size_t bytes_requested) const;
+  [[nodiscard]] bool fails(Syscall kind) const noexcept;
+
+  const std::size_t granularity_;
+  const std::shared_ptr<SyscallFaults> faults_;
+  const std::shared_ptr<std::atomic<std::size_t>> live_prefix_memories_;
+  mutable std::mutex mutex_;
+  // Keyed by the allocation's address. Regions whose release failed part way
+  // stay here, retired, so their address range is never reissued.
+  std::map<std::uintptr_t, std::unique_ptr<Region>> regions_;
+};
+
+}  // namespace ortmem::host

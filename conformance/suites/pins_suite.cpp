@@ -91,7 +91,9 @@ TEST_P(Pins, OneMorePinThanTheCapIsRefusedNotWrapped) {
   EXPECT_EQ(refused.error().kind, ProviderContextPinError::Kind::kPinCountOverflow);
   EXPECT_EQ(refused.error().context, identity_);
   EXPECT_NE(refused.error().message().find("has too many outstanding pins"), std::string::npos);
-  if (auto outstanding = capped->outstanding_pins()) EXPECT_EQ(*outstanding, 4U);
+  if (auto outstanding = capped->outstanding_pins()) {
+    EXPECT_EQ(*outstanding, 4U);
+  }
   held.pop_back();
   EXPECT_TRUE(capped->pins().pin()) << "a released slot was not reusable";
 }

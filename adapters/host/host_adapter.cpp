@@ -16,9 +16,14 @@ HostQueue::HostQueue(std::shared_ptr<ProviderContextPinSource> context, cts::Que
     : stream_(std::make_shared<host::HostStream>()),
       queue_(std::move(context), stream_, host::HostDeferredReleaseQueue::Options{options.capacity}) {}
 
-void HostMemory::fill(void* ptr, std::size_t bytes, std::uint8_t value) { std::memset(ptr, value, bytes); }
+// Empty spans may carry null pointers, which memset and memcpy must never see.
+void HostMemory::fill(void* ptr, std::size_t bytes, std::uint8_t value) {
+  if (bytes != 0) std::memset(ptr, value, bytes);
+}
 
-void HostMemory::read(const void* ptr, std::span<std::uint8_t> out) { std::memcpy(out.data(), ptr, out.size()); }
+void HostMemory::read(const void* ptr, std::span<std::uint8_t> out) {
+  if (!out.empty()) std::memcpy(out.data(), ptr, out.size());
+}
 
 cts::AdapterInfo HostAdapter::info() const {
   return cts::AdapterInfo{

@@ -8,17 +8,7 @@
 namespace ortmem::cts {
 namespace {
 
-class Binding : public AdapterSuite {
- protected:
-  void SetUp() override {
-    AdapterSuite::SetUp();
-    harness_ = std::make_unique<RegistryHarness>(adapter());
-    ASSERT_TRUE(harness_->ready());
-  }
-  MemoryBinding& binding() { return *harness_->binding; }
-
-  std::unique_ptr<RegistryHarness> harness_;
-};
+using Binding = RegistrySuite;
 
 TEST_P(Binding, HandlesFromAnotherRegistryAreRefusedAsForeign) {
   covers("BIND-001");

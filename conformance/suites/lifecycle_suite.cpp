@@ -11,19 +11,7 @@
 namespace ortmem::cts {
 namespace {
 
-class Lifecycle : public AdapterSuite {
- protected:
-  void SetUp() override {
-    AdapterSuite::SetUp();
-    harness_ = std::make_unique<RegistryHarness>(adapter());
-    ASSERT_TRUE(harness_->ready());
-  }
-  MemoryBinding& binding() { return *harness_->binding; }
-  BindingRegistry& registry() { return harness_->registry; }
-  std::size_t releases() const { return harness_->allocator->release_calls.load(); }
-
-  std::unique_ptr<RegistryHarness> harness_;
-};
+using Lifecycle = RegistrySuite;
 
 TEST_P(Lifecycle, RetiredRefusesNewWorkButReleasesExistingAllocations) {
   covers("TEAR-002", "TEAR-003", "TEAR-006");

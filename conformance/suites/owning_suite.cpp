@@ -10,22 +10,13 @@
 namespace ortmem::cts {
 namespace {
 
-class Owning : public AdapterSuite {
+class Owning : public RegistrySuite {
  protected:
-  void SetUp() override {
-    AdapterSuite::SetUp();
-    harness_ = std::make_unique<RegistryHarness>(adapter());
-    ASSERT_TRUE(harness_->ready());
-  }
-  MemoryBinding& binding() { return *harness_->binding; }
   OwningAllocation owner(std::size_t bytes = 256) {
     auto allocation = binding().allocate_owning(bytes, 64);
     EXPECT_TRUE(allocation);
     return std::move(*allocation);
   }
-  std::size_t releases() const { return harness_->allocator->release_calls.load(); }
-
-  std::unique_ptr<RegistryHarness> harness_;
 };
 
 TEST_P(Owning, OwnersAreMoveOnlyAndReleasedExactlyOnce) {

@@ -12,6 +12,7 @@
 
 #include "ortmem/cts/adapter.hpp"
 #include "ortmem/cts/counting_allocator.hpp"
+#include "ortmem/cts/suite.hpp"
 #include "ortmem/ortmem.hpp"
 
 namespace ortmem::cts {
@@ -48,6 +49,22 @@ struct RegistryHarness {
   RegisteredMechanism mechanism;
   std::unique_ptr<ContextUnderTest> context;
   std::optional<MemoryBinding> binding;
+};
+
+// A suite whose every test starts with the adapter registered and bound.
+class RegistrySuite : public AdapterSuite {
+ protected:
+  void SetUp() override {
+    AdapterSuite::SetUp();
+    harness_ = std::make_unique<RegistryHarness>(adapter());
+    ASSERT_TRUE(harness_->ready());
+  }
+  [[nodiscard]] MemoryBinding& binding() { return *harness_->binding; }
+  [[nodiscard]] BindingRegistry& registry() { return harness_->registry; }
+  // Calls the registry made to the adapter allocator's release.
+  [[nodiscard]] std::size_t releases() const { return harness_->allocator->release_calls.load(); }
+
+  std::unique_ptr<RegistryHarness> harness_;
 };
 
 }  // namespace ortmem::cts

@@ -1,0 +1,167 @@
+// Benchmarks of the reference's hot paths, each read as a ratio against a
+// baseline in the same run (scripts/bench.sh prints the ratios):
+//   owning allocate + release_now   vs  the raw host allocator
+//   pin acquire + release           vs  one atomic increment and decrement
+//   snapshot with 100000 quarantined vs snapshot with none
+#include <benchmark/benchmark.h>
+
+#include <malloc.h>
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "ortmem/host/host_allocator.hpp"
+#include "ortmem/host/host_deferred_queue.hpp"
+#include "ortmem/host/host_provider_context.hpp"
+#include "ortmem/ortmem.hpp"
+
+namespace ortmem {
+namespace {
+
+// One registry, context, authority and mechanism over a HostAllocator, bound once.
+struct Bound {
+  Bound()
+      : allocator(std::make_shared<host::HostAllocator>()),
+        registry(*BindingRegistry::create()),
+        context(*registry.register_provider_context(DeviceKey::host())),
+        authority(*registry.register_authority(DeviceKey::host())),
+        mechanism(*registry.register_allocator(context, authority, allocator)),
+        binding(*registry.bind(DeviceKey::host())) {}
+
+  std::shared_ptr<host::HostAllocator> allocator;
+  BindingRegistry registry;
+  RegisteredProviderContext context;
+  RegisteredAuthority authority;
+  RegisteredMechanism mechanism;
+  MemoryBinding binding;
+};
+
+void BM_RawHostAllocRelease(benchmark::State& state) {
+  host::HostAllocator allocator;
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  for (auto _ : state) {
+    void* ptr = *allocator.allocate(bytes, 16);
+    benchmark::DoNotOptimize(ptr);
+    benchmark::DoNotOptimize(allocator.release(ptr, bytes, 16));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_RawHostAllocRelease)->Arg(64);
+
+void BM_OwningAllocRelease(benchmark::State& state) {
+  Bound bound;
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  for (auto _ : state) {
+    auto owner = bound.binding.allocate_owning(bytes, 16);
+    benchmark::DoNotOptimize(std::move(*owner).release_now());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_OwningAllocRelease)->Arg(64);
+
+std::size_t heap_in_use() { return mallinfo2().uordblks; }
+
+// The same cycle while N other allocations stay live in the same mechanism.
+// Also reports the heap each live owning allocation costs beyond what the raw
+// host allocator spends on the same allocation: the registry's bookkeeping
+// (`registry_bytes_per_live`), not counting the owner handle the caller holds
+// (`handle_bytes`).
+void BM_OwningAllocRelease_Live(benchmark::State& state) {
+  const auto count = static_cast<std::size_t>(state.range(0));
+  std::size_t raw_per_allocation = 0;
+  {
+    host::HostAllocator raw;
+    std::vector<void*> blocks;
+    blocks.reserve(count);
+    const std::size_t before = heap_in_use();
+    for (std::size_t i = 0; i < count; ++i) blocks.push_back(*raw.allocate(64, 16));
+    raw_per_allocation = (heap_in_use() - before) / count;
+    for (void* block : blocks) (void)raw.release(block, 64, 16);
+  }
+  Bound bound;
+  std::vector<OwningAllocation> live;
+  live.reserve(count);
+  const std::size_t before = heap_in_use();
+  for (std::size_t i = 0; i < count; ++i) live.push_back(*bound.binding.allocate_owning(64, 16));
+  const std::size_t owning_per_allocation = (heap_in_use() - before) / count;
+  state.counters["registry_bytes_per_live"] = static_cast<double>(owning_per_allocation) -
+                                              static_cast<double>(raw_per_allocation);
+  state.counters["handle_bytes"] = static_cast<double>(sizeof(OwningAllocation));
+  for (auto _ : state) {
+    auto owner = bound.binding.allocate_owning(64, 16);
+    benchmark::DoNotOptimize(std::move(*owner).release_now());
+  }
+  state.SetItemsProcessed(state.iterations());
+  for (auto& owner : live) (void)std::move(owner).release_now();
+}
+BENCHMARK(BM_OwningAllocRelease_Live)->Arg(100)->Arg(10000)->Arg(1000000);
+
+// Several threads on one binding (one mechanism).
+std::unique_ptr<Bound> shared_bound;
+void BM_OwningAllocRelease_Threads(benchmark::State& state) {
+  if (state.thread_index() == 0) shared_bound = std::make_unique<Bound>();
+  // Google Benchmark starts the timed loop on every thread together.
+  for (auto _ : state) {
+    auto owner = shared_bound->binding.allocate_owning(64, 16);
+    benchmark::DoNotOptimize(std::move(*owner).release_now());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_OwningAllocRelease_Threads)->Threads(1)->Threads(2)->UseRealTime();
+
+void BM_DeferredEnqueueDrain(benchmark::State& state) {
+  Bound bound;
+  auto context = std::make_shared<host::HostProviderContext>(bound.context.identity);
+  auto stream = std::make_shared<host::HostStream>();
+  host::HostDeferredReleaseQueue queue(context, stream);
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  for (auto _ : state) {
+    auto owner = bound.binding.allocate_owning(bytes, 16);
+    benchmark::DoNotOptimize(std::move(*owner).release_deferred(queue));
+    stream->complete_all();
+    benchmark::DoNotOptimize(queue.poll());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_DeferredEnqueueDrain)->Arg(64);
+
+std::atomic<std::uint64_t> counter{0};
+void BM_AtomicIncDec(benchmark::State& state) {
+  for (auto _ : state) {
+    counter.fetch_add(1, std::memory_order_acq_rel);
+    counter.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_AtomicIncDec);
+
+std::unique_ptr<host::HostProviderContext> shared_context;
+void BM_PinAcquireRelease(benchmark::State& state) {
+  if (state.thread_index() == 0) {
+    auto issuer = *IdentityIssuer::create();
+    shared_context = std::make_unique<host::HostProviderContext>(*issuer.issue<ProviderContextIdentity>());
+  }
+  for (auto _ : state) {
+    auto pin = shared_context->pin();
+    benchmark::DoNotOptimize(pin);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_PinAcquireRelease)->Threads(1)->Threads(2)->UseRealTime();
+
+void BM_Snapshot_Quarantined(benchmark::State& state) {
+  Bound bound;
+  for (std::int64_t i = 0; i < state.range(0); ++i) {
+    auto owner = bound.binding.allocate_owning(16, 16);  // dropped: quarantined
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(bound.registry.snapshot(bound.mechanism));
+  state.SetItemsProcessed(state.iterations());
+  state.counters["quarantined"] = static_cast<double>(bound.registry.snapshot(bound.mechanism)->quarantined_allocations);
+}
+BENCHMARK(BM_Snapshot_Quarantined)->Arg(0)->Arg(100000);
+
+}  // namespace
+}  // namespace ortmem
+
+BENCHMARK_MAIN();

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds the default preset, runs the reference benchmarks and prints the
+# ratios against their in-run baselines as a Markdown table.
+#
+#   bash scripts/bench.sh [OUT.json]     # default build/bench.json
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+out=${1:-build/bench.json}
+
+bash scripts/install-deps.sh
+cmake --preset default >/dev/null
+cmake --build --preset default --target ortmem_reference_bench
+mkdir -p "$(dirname "$out")"
+build/default/reference/bench/ortmem_reference_bench --benchmark_repetitions=5 \
+  --benchmark_report_aggregates_only=true --benchmark_out="$out" --benchmark_out_format=json >/dev/null
+/usr/bin/python3 scripts/bench_ratios.py "$out"

@@ -100,8 +100,16 @@ class MemoryBinding {
   friend class OwningAllocation;
   friend class PreparedAllocationRelease;
 
-  MemoryBinding(BindingIdentity identity, std::shared_ptr<detail::Mechanism> mechanism,
-                std::shared_ptr<IdentityIssuer> identities) noexcept;
+  MemoryBinding(BindingIdentity identity, std::shared_ptr<detail::Mechanism> mechanism) noexcept;
+
+  // Prepares `allocation` as if through the binding named `through`, whose
+  // mechanism is `mechanism`. Owners prepare through their allocation's own
+  // binding this way without copying it (which would cost two atomic
+  // reference-count updates per release).
+  [[nodiscard]] static Expected<PreparedAllocationRelease, ExplicitReleaseError> prepare_through(
+      const BindingIdentity& through, detail::Mechanism& mechanism, BoundAllocation allocation);
+  [[nodiscard]] static Expected<PreparedAllocationRelease, ExplicitReleaseError> prepare_owned(
+      BoundAllocation allocation);
 
   // Validates the view and opens an active operation for the callback's duration.
   [[nodiscard]] Expected<std::pair<detail::ActiveOperation, ValidatedMemoryView>, BindingError> open_view(
@@ -110,8 +118,9 @@ class MemoryBinding {
                                                                           std::size_t align) const;
 
   BindingIdentity identity_;
+  // Pins the mechanism, and through it the allocator, authority, provider
+  // context and the registry's identity issuer.
   std::shared_ptr<detail::Mechanism> mechanism_;
-  std::shared_ptr<IdentityIssuer> identities_;
 };
 
 // Non-owning metadata of one live allocation. Copies name the same

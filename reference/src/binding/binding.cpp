@@ -15,13 +15,12 @@ detail::AllocationRecord record_of(BindingId binding, const void* ptr, std::size
 
 }  // namespace
 
-MemoryBinding::MemoryBinding(BindingIdentity identity, std::shared_ptr<detail::Mechanism> mechanism,
-                             std::shared_ptr<IdentityIssuer> identities) noexcept
-    : identity_(identity), mechanism_(std::move(mechanism)), identities_(std::move(identities)) {}
+MemoryBinding::MemoryBinding(BindingIdentity identity, std::shared_ptr<detail::Mechanism> mechanism) noexcept
+    : identity_(identity), mechanism_(std::move(mechanism)) {}
 
 Expected<BoundAllocation, BindingError> MemoryBinding::record_allocation(void* ptr, std::size_t bytes,
                                                                          std::size_t align) const {
-  auto generation = identities_->issue<AllocationGeneration>();
+  auto generation = mechanism_->identities().issue<AllocationGeneration>();
   if (!generation) return fail(BindingError::identity_exhausted());
   const AllocationIdentity identity{identity_, *generation};
   if (auto recorded = mechanism_->record(*generation, record_of(identity_.id, ptr, bytes, align)); !recorded) {
@@ -61,8 +60,20 @@ Expected<OwningAllocation, BindingError> MemoryBinding::adopt_allocation(void* p
 
 Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_release(
     BoundAllocation allocation) const {
-  auto operation = mechanism_->take_for_release(
-      identity_, allocation.identity_,
+  return prepare_through(identity_, *mechanism_, std::move(allocation));
+}
+
+Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_owned(BoundAllocation allocation) {
+  // Read before the allocation moves on: the request it becomes keeps the mechanism alive.
+  const BindingIdentity through = allocation.binding_.identity_;
+  detail::Mechanism& mechanism = *allocation.binding_.mechanism_;
+  return prepare_through(through, mechanism, std::move(allocation));
+}
+
+Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_through(
+    const BindingIdentity& through, detail::Mechanism& mechanism, BoundAllocation allocation) {
+  auto operation = mechanism.take_for_release(
+      through, allocation.identity_,
       record_of(allocation.identity_.binding.id, allocation.ptr_, allocation.bytes_, allocation.align_));
   if (!operation) return fail(ExplicitReleaseError(std::move(operation.error()), std::move(allocation)));
   // The request carries the allocation's own binding, which pins its mechanism.

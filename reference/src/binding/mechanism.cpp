@@ -3,8 +3,9 @@
 namespace ortmem::detail {
 
 Mechanism::Mechanism(MechanismIdentity identity, DeviceKey device, MechanismCoherence coherence,
-                     Resources resources)
-    : identity_(identity), device_(device), coherence_(coherence), resources_(std::move(resources)) {}
+                     Resources resources, std::shared_ptr<IdentityIssuer> identities)
+    : identity_(identity), device_(device), coherence_(coherence), identities_(std::move(identities)),
+      resources_(std::move(resources)) {}
 
 BindingError Mechanism::inactive_error(std::string_view operation) const {
   if (lifecycle_ == MechanismLifecycle::kDeviceLost) return BindingError::device_lost(device_, loss_reason_);

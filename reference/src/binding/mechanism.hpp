@@ -56,7 +56,8 @@ class Mechanism {
   // What a prepared release may do, read under the lock and acted on after.
   enum class Gate : std::uint8_t { kAllowed, kDeviceLost, kTerminated, kPoisoned };
 
-  Mechanism(MechanismIdentity identity, DeviceKey device, MechanismCoherence coherence, Resources resources);
+  Mechanism(MechanismIdentity identity, DeviceKey device, MechanismCoherence coherence, Resources resources,
+            std::shared_ptr<IdentityIssuer> identities);
   Mechanism(const Mechanism&) = delete;
   Mechanism& operator=(const Mechanism&) = delete;
 
@@ -66,6 +67,8 @@ class Mechanism {
   [[nodiscard]] ProviderContextIdentity context() const noexcept { return resources_.context->identity; }
   [[nodiscard]] AuthorityIdentity authority() const noexcept { return resources_.authority->identity; }
   [[nodiscard]] DeviceAllocator& allocator() const noexcept { return *resources_.allocator; }
+  // The registry's issuer, for allocation generations; outlives the registry with the mechanism.
+  [[nodiscard]] IdentityIssuer& identities() const noexcept { return *identities_; }
 
   // Opens an operation if the mechanism is active; `operation` names it in refusals.
   [[nodiscard]] Expected<ActiveOperation, BindingError> begin_active(std::string_view operation);
@@ -103,6 +106,7 @@ class Mechanism {
   const MechanismIdentity identity_;
   const DeviceKey device_;
   const MechanismCoherence coherence_;
+  const std::shared_ptr<IdentityIssuer> identities_;
 
   std::mutex mutex_;
   MechanismLifecycle lifecycle_ = MechanismLifecycle::kActive;

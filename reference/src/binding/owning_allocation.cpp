@@ -48,11 +48,10 @@ void OwningAllocation::abandon() noexcept {
   if (!allocation_) return;
   BoundAllocation allocation = std::move(*allocation_);
   allocation_.reset();
-  const MemoryBinding binding = allocation.binding();
   // Quarantine, never free: the device may still be using the bytes. If the
   // record cannot be taken (device lost, already terminated) it stays where
   // it is and confirmed termination discharges it.
-  if (auto prepared = binding.prepare_release(std::move(allocation))) {
+  if (auto prepared = MemoryBinding::prepare_owned(std::move(allocation))) {
     (void)std::move(*prepared).quarantine(QuarantineReason::of(QuarantineReason::Kind::kOwnerDropped));
   }
 }
@@ -85,8 +84,7 @@ Expected<PreparedAllocationRelease, OwningReleaseError> OwningAllocation::prepar
   auto views = views_;
   auto allocation = std::move(*this).take();
   if (!allocation) return fail(std::move(allocation.error()));
-  const MemoryBinding binding = allocation->binding();
-  auto prepared = binding.prepare_release(std::move(*allocation));
+  auto prepared = MemoryBinding::prepare_owned(std::move(*allocation));
   if (!prepared) {
     // Refused before anything changed: rebuild the same owner, views and all.
     BindingError error = prepared.error().error();

@@ -10,7 +10,7 @@ PreparedAllocationRelease::PreparedAllocationRelease(MemoryBinding binding, Allo
       operation_(std::move(operation)) {}
 
 PreparedAllocationRelease::PreparedAllocationRelease(PreparedAllocationRelease&& other) noexcept
-    : binding_(other.binding_), identity_(other.identity_), ptr_(other.ptr_), bytes_(other.bytes_),
+    : binding_(std::move(other.binding_)), identity_(other.identity_), ptr_(other.ptr_), bytes_(other.bytes_),
       align_(other.align_), operation_(std::move(other.operation_)) {
   other.operation_.reset();
 }
@@ -19,7 +19,7 @@ PreparedAllocationRelease& PreparedAllocationRelease::operator=(PreparedAllocati
   if (this != &other) {
     if (is_armed()) (void)settle_quarantined(ReleaseAccounting::eager(bytes_), AllocationReleaseState::kQuarantined,
                                              QuarantineReason::of(QuarantineReason::Kind::kAbandonedRequest), bytes_);
-    binding_ = other.binding_;
+    binding_ = std::move(other.binding_);
     identity_ = other.identity_;
     ptr_ = other.ptr_;
     bytes_ = other.bytes_;

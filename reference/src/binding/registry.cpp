@@ -116,7 +116,8 @@ Expected<RegisteredMechanism, BindingError> BindingRegistry::register_mechanism(
   const DeviceKey device = context_entry->device;
   auto mechanism = std::make_shared<Mechanism>(
       *identity, device, coherence,
-      Mechanism::Resources{std::move(context_entry), std::move(authority_entry), std::move(allocator)});
+      Mechanism::Resources{std::move(context_entry), std::move(authority_entry), std::move(allocator)},
+      state_->identities);
   const std::lock_guard lock(state_->mutex);
   // The lock was not held while device() ran, so the context or authority may
   // have been removed meanwhile (nothing used them yet). Registering against
@@ -226,7 +227,7 @@ Expected<MemoryBinding, BindingError> BindingRegistry::issue_binding(const std::
   if (!generation) return fail(generation.error());
   const BindingIdentity identity{*id, *generation, mechanism->device(), mechanism->identity(), mechanism->context(),
                                  mechanism->authority()};
-  return MemoryBinding(identity, mechanism, state_->identities);
+  return MemoryBinding(identity, mechanism);
 }
 
 Expected<void, BindingError> BindingRegistry::retire(const RegisteredMechanism& mechanism) const {

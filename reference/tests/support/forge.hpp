@@ -5,8 +5,7 @@
 // but their generation. To check that the registry still matches address,
 // size and alignment against its live record, a test must produce metadata
 // that lies about them, as a caller that memcpy'd or corrupted a handle
-// would. (It can also move a registry's identity issuer to the end of its
-// range.) This header reaches the private fields through the one legal door:
+// would. This header reaches the private fields through the one legal door:
 // access checks do not apply to the template arguments of an explicit
 // instantiation ([temp.spec.general]/6).
 #pragma once
@@ -38,8 +37,6 @@ ORTMEM_FORGE_FIELD(AllocationAlign, BoundAllocation, std::size_t, align_)
 ORTMEM_FORGE_FIELD(ViewPtr, BoundMemoryView, void*, allocation_ptr_)
 ORTMEM_FORGE_FIELD(ViewBytes, BoundMemoryView, std::size_t, allocation_bytes_)
 ORTMEM_FORGE_FIELD(ViewAlign, BoundMemoryView, std::size_t, align_)
-ORTMEM_FORGE_FIELD(BindingIssuer, MemoryBinding, std::shared_ptr<IdentityIssuer>, identities_)
-ORTMEM_FORGE_FIELD(IssuerNext, IdentityIssuer, std::atomic<std::uint64_t>, next_)
 
 #undef ORTMEM_FORGE_FIELD
 
@@ -67,14 +64,6 @@ inline BoundMemoryView with_size(BoundMemoryView view, std::size_t bytes) {
 inline BoundMemoryView with_alignment(BoundMemoryView view, std::size_t align) {
   view.*member(ViewAlign{}) = align;
   return view;
-}
-
-// Moves the identity issuer that `binding` shares with its registry so that
-// its next serial is `next_serial`: the only way to reach identity exhaustion
-// without issuing 2^64 identities.
-inline void set_next_serial(const MemoryBinding& binding, std::uint64_t next_serial) {
-  IdentityIssuer& issuer = *(binding.*member(BindingIssuer{}));
-  (issuer.*member(IssuerNext{})).store(next_serial);
 }
 
 }  // namespace ortmem::testing::forge

@@ -31,8 +31,6 @@
 namespace ortmem::cts {
 namespace {
 
-const std::vector<std::string> kAllProfiles = {"core", "pins", "deferred", "virtual", "shared"};
-
 std::string join(const std::vector<std::string>& parts, const std::string& separator) {
   std::string joined;
   for (const auto& part : parts) joined += (joined.empty() ? "" : separator) + part;
@@ -118,7 +116,7 @@ int finish(const RunContext& context, std::vector<report::TestResult> tests) {
       {"duration_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - context.started).count()},
       {"seed", context.seed},
       {"filter", options.filter},
-      {"profiles", options.profiles.empty() ? kAllProfiles : options.profiles},
+      {"profiles", options.profiles.empty() ? report::all_profiles() : options.profiles},
       {"isolation", options.isolate ? "test" : "none"},
       {"timeout_s", options.timeout_s},
       {"command_line", join(options.command_line, " ")}};
@@ -242,8 +240,9 @@ int run(const RunOptions& options) {
     return usage_error("adapter '" + options.adapter + "' cannot run here: " + availability.reason);
   }
   for (const auto& profile : options.profiles) {
-    if (std::find(kAllProfiles.begin(), kAllProfiles.end(), profile) == kAllProfiles.end()) {
-      return usage_error("unknown profile '" + profile + "'; profiles are " + join(kAllProfiles, ", "));
+    const auto& known = report::all_profiles();
+    if (std::find(known.begin(), known.end(), profile) == known.end()) {
+      return usage_error("unknown profile '" + profile + "'; profiles are " + join(known, ", "));
     }
   }
   if (!(options.timeout_s > 0)) return usage_error("--timeout must be a positive number of seconds");

@@ -9,24 +9,16 @@
 namespace ortmem::cts {
 namespace {
 
-class Deferred : public AdapterSuite {
+class Deferred : public RegistrySuite {
  protected:
   void SetUp() override {
-    AdapterSuite::SetUp();
+    RegistrySuite::SetUp();
+    if (HasFatalFailure()) return;
     ORTMEM_CTS_REQUIRE(Capability::kDeferredQueue);
-    harness_ = std::make_unique<RegistryHarness>(adapter());
-    ASSERT_TRUE(harness_->ready());
     queue_ = adapter().make_queue(*harness_->context, {});
     ASSERT_NE(queue_, nullptr);
   }
 
-  OwningAllocation owner(std::size_t bytes = 256) {
-    auto allocation = harness_->binding->allocate_owning(bytes, 64);
-    EXPECT_TRUE(allocation) << (allocation ? "" : allocation.error().message());
-    return std::move(*allocation);
-  }
-
-  std::unique_ptr<RegistryHarness> harness_;
   std::unique_ptr<QueueUnderTest> queue_;
 };
 

@@ -10,14 +10,7 @@
 namespace ortmem::cts {
 namespace {
 
-class Owning : public RegistrySuite {
- protected:
-  OwningAllocation owner(std::size_t bytes = 256) {
-    auto allocation = binding().allocate_owning(bytes, 64);
-    EXPECT_TRUE(allocation);
-    return std::move(*allocation);
-  }
-};
+using Owning = RegistrySuite;
 
 TEST_P(Owning, OwnersAreMoveOnlyAndReleasedExactlyOnce) {
   covers("OWN-001", "OWN-002", "REL-008");

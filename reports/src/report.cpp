@@ -69,9 +69,12 @@ RequirementStatus requirement_status(const std::vector<const TestResult*>& tests
   return RequirementStatus::kNotRun;
 }
 
-const std::vector<std::string> kProfiles = {"core", "pins", "deferred", "virtual", "shared"};
-
 }  // namespace
+
+const std::vector<std::string>& all_profiles() {
+  static const std::vector<std::string> profiles = {"core", "pins", "deferred", "virtual", "shared"};
+  return profiles;
+}
 
 Judgement judge(const std::vector<SpecRequirement>& spec, const std::vector<TestResult>& tests,
                 const std::vector<std::string>& declared_profiles,
@@ -82,7 +85,7 @@ Judgement judge(const std::vector<SpecRequirement>& spec, const std::vector<Test
   }
   const std::set<std::string> declared(declared_profiles.begin(), declared_profiles.end());
   const std::set<std::string> selected =
-      selected_profiles.empty() ? std::set<std::string>(kProfiles.begin(), kProfiles.end())
+      selected_profiles.empty() ? std::set<std::string>(all_profiles().begin(), all_profiles().end())
                                 : std::set<std::string>(selected_profiles.begin(), selected_profiles.end());
 
   Judgement judgement;
@@ -100,7 +103,7 @@ Judgement judge(const std::vector<SpecRequirement>& spec, const std::vector<Test
 
   bool any_not_conformant = false;
   bool all_required_conformant = true;
-  for (const std::string& profile : kProfiles) {
+  for (const std::string& profile : all_profiles()) {
     if (!selected.contains(profile)) continue;
     ProfileVerdict verdict{profile, ProfileResult::kNotRun, profile == "core" || declared.contains(profile), {}, {}};
     bool must_failed = false;

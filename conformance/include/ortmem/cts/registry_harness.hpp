@@ -63,6 +63,12 @@ class RegistrySuite : public AdapterSuite {
   [[nodiscard]] BindingRegistry& registry() { return harness_->registry; }
   // Calls the registry made to the adapter allocator's release.
   [[nodiscard]] std::size_t releases() const { return harness_->allocator->release_calls.load(); }
+  // A fresh owner through the harness's binding (a failure is recorded).
+  OwningAllocation owner(std::size_t bytes = 256) {
+    auto allocation = binding().allocate_owning(bytes, 64);
+    EXPECT_TRUE(allocation) << (allocation ? "" : allocation.error().message());
+    return std::move(*allocation);
+  }
 
   std::unique_ptr<RegistryHarness> harness_;
 };

@@ -37,6 +37,9 @@ enum class TestStatus { kPass, kFail, kNotApplicable, kSkipped, kCrash, kTimeout
 enum class RequirementStatus { kPass, kFail, kNotApplicable, kNotRun, kWaived };
 enum class ProfileResult { kConformant, kNotConformant, kPartial, kNotRun };
 
+// Every profile, in report order: core, pins, deferred, virtual, shared.
+[[nodiscard]] const std::vector<std::string>& all_profiles();
+
 [[nodiscard]] std::string to_string(TestStatus status);
 [[nodiscard]] std::string to_string(RequirementStatus status);
 [[nodiscard]] std::string to_string(ProfileResult result);

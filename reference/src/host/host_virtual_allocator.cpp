@@ -7,7 +7,13 @@
 #include <cstring>
 #include <string>
 
+#include "ortmem/vmm/byte_range_set.hpp"
+#include "ortmem/vmm/granules.hpp"
+#include "ortmem/vmm/mapped_bytes.hpp"
+
 namespace ortmem::host {
+
+using vmm::round_up;
 
 std::string_view syscall_name(Syscall kind) noexcept {
   switch (kind) {
@@ -31,12 +37,6 @@ namespace {
 enum class Granule : std::uint8_t { kUnmapped, kCommitted, kShared };
 
 std::size_t page_size() noexcept { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
-
-// Rounds up to a multiple of `unit` (a power of two), or nothing on overflow.
-std::optional<std::size_t> round_up(std::size_t value, std::size_t unit) noexcept {
-  if (value > SIZE_MAX - (unit - 1)) return std::nullopt;
-  return (value + unit - 1) & ~(unit - 1);
-}
 
 MemoryError invalid(std::uint64_t requested, std::string reason) {
   return MemoryError::invalid_request(Tier::kHost, requested, std::move(reason));
@@ -71,7 +71,7 @@ struct HostVirtualAllocator::Region {
   std::size_t bytes;
   std::size_t align;
   std::vector<Granule> granules;          // covers round_up(max(bytes, 1), granularity)
-  std::map<std::size_t, std::size_t> committed;  // disjoint byte ranges [begin, end) committed by the caller
+  vmm::ByteRangeSet committed;  // the bytes the caller committed
   std::vector<std::shared_ptr<PrefixMemory>> prefixes;  // one per shared mapping into this region
   bool retired = false;  // release failed part way: kept reserved, never live again
 };
@@ -97,44 +97,6 @@ class HostSharedPrefix final : public SharedDevicePrefix {
   std::shared_ptr<HostVirtualAllocator::PrefixMemory> memory_;
   std::size_t requested_;
 };
-
-// Adds [begin, end) to a set of disjoint ranges, merging neighbours.
-void add_range(std::map<std::size_t, std::size_t>& ranges, std::size_t begin, std::size_t end) {
-  auto it = ranges.upper_bound(begin);
-  if (it != ranges.begin() && std::prev(it)->second >= begin) {
-    --it;
-    begin = it->first;
-    end = std::max(end, it->second);
-    it = ranges.erase(it);
-  }
-  while (it != ranges.end() && it->first <= end) {
-    end = std::max(end, it->second);
-    it = ranges.erase(it);
-  }
-  ranges.emplace(begin, end);
-}
-
-// Removes [begin, end) from a set of disjoint ranges.
-void remove_range(std::map<std::size_t, std::size_t>& ranges, std::size_t begin, std::size_t end) {
-  auto it = ranges.upper_bound(begin);
-  if (it != ranges.begin()) --it;
-  while (it != ranges.end() && it->first < end) {
-    const auto [first, last] = *it;
-    if (last <= begin) {
-      ++it;
-      continue;
-    }
-    it = ranges.erase(it);
-    if (first < begin) ranges.emplace(first, begin);
-    if (last > end) it = ranges.emplace(end, last).first, ++it;
-  }
-}
-
-bool intersects(const std::map<std::size_t, std::size_t>& ranges, std::size_t begin, std::size_t end) {
-  auto it = ranges.upper_bound(begin);
-  if (it != ranges.begin() && std::prev(it)->second > begin) return true;
-  return it != ranges.end() && it->first < end;
-}
 
 }  // namespace
 
@@ -247,7 +209,7 @@ Expected<void, MemoryError> HostVirtualAllocator::commit_locked(Region& region, 
     region.granules[g] = Granule::kCommitted;
     mapped_now.push_back(g);
   }
-  add_range(region.committed, offset, offset + bytes);
+  region.committed.add(offset, offset + bytes);
   return {};
 }
 
@@ -310,12 +272,12 @@ Expected<std::uint64_t, MemoryError> HostVirtualAllocator::decommit_allocation_r
     }
     if (bytes == 0) return std::uint64_t{0};
     const auto before = region->committed;
-    remove_range(region->committed, offset, offset + bytes);
+    region->committed.remove(offset, offset + bytes);
     // Only granules that no longer back any committed byte are unmapped.
     std::vector<std::size_t> victims;
     for (std::size_t g = offset / granularity_; g <= (offset + bytes - 1) / granularity_; ++g) {
       if (region->granules[g] != Granule::kCommitted) continue;
-      if (!intersects(region->committed, g * granularity_, (g + 1) * granularity_)) victims.push_back(g);
+      if (!region->committed.intersects(g * granularity_, (g + 1) * granularity_)) victims.push_back(g);
     }
     const auto granule_at = [&](std::size_t g) { return reinterpret_cast<void*>(region->address + g * granularity_); };
     // Access first (reversible), then discard: a failure rolls everything back.
@@ -349,38 +311,12 @@ Expected<std::uint64_t, MemoryError> HostVirtualAllocator::decommit_allocation_r
 
 Expected<std::uint64_t, MemoryError> HostVirtualAllocator::mapped_bytes_for_allocation(std::size_t bytes,
                                                                                        std::size_t align) const noexcept {
-  if (!is_valid_alignment(align)) return fail(invalid(bytes, "alignment " + std::to_string(align) + " is not a power of two"));
-  const auto mapped = round_up(bytes, granularity_);
-  if (!mapped) return fail(invalid(bytes, "the size overflows when rounded up to whole granules"));
-  return static_cast<std::uint64_t>(*mapped);
+  return vmm::mapped_bytes_for_allocation(bytes, align, granularity_, Tier::kHost);
 }
 
 Expected<std::uint64_t, MemoryError> HostVirtualAllocator::mapped_bytes_for_allocation_ranges(
     std::span<const AllocationCommitRange> ranges) const noexcept {
-  try {
-    // Granules are counted once however many ranges touch them: two tiny
-    // ranges in one granule map one granule.
-    std::map<std::uintptr_t, std::vector<bool>> touched;
-    for (const AllocationCommitRange& range : ranges) {
-      if (range.offset > range.allocation_bytes || range.bytes > range.allocation_bytes - range.offset) {
-        return fail(invalid(range.bytes, "a range lies outside its allocation"));
-      }
-      if (range.bytes == 0) continue;
-      auto& granules = touched[reinterpret_cast<std::uintptr_t>(range.ptr)];
-      const std::size_t count = (range.allocation_bytes + granularity_ - 1) / granularity_;
-      if (granules.size() < count) granules.resize(count, false);
-      for (std::size_t g = range.offset / granularity_; g <= (range.offset + range.bytes - 1) / granularity_; ++g) {
-        granules[g] = true;
-      }
-    }
-    std::uint64_t total = 0;
-    for (const auto& [ptr, granules] : touched) {
-      total += static_cast<std::uint64_t>(std::count(granules.begin(), granules.end(), true)) * granularity_;
-    }
-    return total;
-  } catch (const std::bad_alloc&) {
-    return fail(MemoryError::allocation_failed(Tier::kHost, 0, "out of host memory estimating ranges"));
-  }
+  return vmm::mapped_bytes_for_ranges(ranges, granularity_, Tier::kHost);
 }
 
 std::size_t HostVirtualAllocator::allocation_committed_bytes(void* ptr, std::size_t allocation_bytes,
@@ -405,15 +341,11 @@ AllocationReleaseOutcome HostVirtualAllocator::release(void* ptr, std::size_t by
   std::uint64_t still_mapped = 0;
   for (Granule granule : region->granules) still_mapped += granule == Granule::kUnmapped ? 0 : granularity_;
   // One munmap per contiguous run of mapped granules; a failed run stays whole.
-  for (std::size_t g = 0; g < region->granules.size();) {
-    if (region->granules[g] == Granule::kUnmapped) {
-      ++g;
-      continue;
-    }
-    std::size_t end = g;
-    while (end < region->granules.size() && region->granules[end] != Granule::kUnmapped) ++end;
-    const std::size_t run_bytes = (end - g) * granularity_;
-    if (fails(Syscall::kMunmap) || ::munmap(granule_at(g), run_bytes) != 0) {
+  const auto runs =
+      vmm::contiguous_runs(region->granules.size(), [&](std::size_t g) { return region->granules[g] != Granule::kUnmapped; });
+  for (const vmm::GranuleSpan run : runs) {
+    const std::size_t run_bytes = run.count * granularity_;
+    if (fails(Syscall::kMunmap) || ::munmap(granule_at(run.first), run_bytes) != 0) {
       if (unmapped == 0) {
         return AllocationReleaseOutcome::failed("munmap of the first mapped run failed; nothing was changed");
       }
@@ -424,11 +356,10 @@ AllocationReleaseOutcome HostVirtualAllocator::release(void* ptr, std::size_t by
            still_mapped, region->address, align});
     }
     // The run is gone: keep its addresses reserved until the whole region goes.
-    ::mmap(granule_at(g), run_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-    for (std::size_t i = g; i < end; ++i) region->granules[i] = Granule::kUnmapped;
+    ::mmap(granule_at(run.first), run_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    for (std::size_t i = run.first; i < run.end(); ++i) region->granules[i] = Granule::kUnmapped;
     unmapped += run_bytes;
     still_mapped -= run_bytes;
-    g = end;
   }
   region->prefixes.clear();  // every shared mapping is gone; the prefixes' bookkeeping may end
   if (fails(Syscall::kMunmap) || ::munmap(reinterpret_cast<void*>(region->address),

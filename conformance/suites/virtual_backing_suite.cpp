@@ -163,13 +163,15 @@ TEST_P(VirtualBackingSuite, AFailedDecommitChangesNothingOrSaysWhat) {
   const std::size_t bytes = 4 * granule_;
   void* ptr = reserve(bytes, {{0, bytes}});
   ASSERT_NE(ptr, nullptr);
-  adapter().memory().fill(ptr, granule_, 0x31);
+  adapter().memory().fill(ptr, bytes, 0x31);
   ASSERT_TRUE(adapter().faults()->arm(FaultPoint::kDecommit, 3));  // fail part way through four granules
   auto decommitted = backing_->decommit_allocation_range(ptr, bytes, 64, granule_, 3 * granule_);
   adapter().faults()->clear();
   ASSERT_FALSE(decommitted) << "a decommit that failed part way reported success";
   EXPECT_EQ(committed(ptr, bytes), bytes) << "the failed decommit left a partial change";
-  EXPECT_TRUE(holds(ptr, granule_, 0x31));
+  // Every byte, including those of the granules unmapped before the failure,
+  // is mapped again with its contents.
+  EXPECT_TRUE(holds(ptr, bytes, 0x31)) << "the failed decommit lost bytes it should have rolled back";
   adapter().memory().fill(at(ptr, 3 * granule_), granule_, 0x32);  // still writable
   EXPECT_TRUE(holds(at(ptr, 3 * granule_), granule_, 0x32));
 }

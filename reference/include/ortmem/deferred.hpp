@@ -65,8 +65,8 @@ class PreparedAllocationRelease {
 
  private:
   friend class MemoryBinding;
-  PreparedAllocationRelease(MemoryBinding binding, AllocationIdentity identity, void* ptr, std::size_t bytes,
-                            std::size_t align, detail::ActiveOperation operation) noexcept;
+  PreparedAllocationRelease(MemoryBinding binding, AllocationIdentity identity, detail::RecordSlot slot, void* ptr,
+                            std::size_t bytes, std::size_t align, detail::ActiveOperation operation) noexcept;
 
   AllocationReleaseOutcome settle_quarantined(ReleaseAccounting accounting, AllocationReleaseState state,
                                               QuarantineReason reason, std::uint64_t retained_bytes) noexcept;
@@ -74,6 +74,7 @@ class PreparedAllocationRelease {
 
   MemoryBinding binding_;  // pins allocator, authority and provider context
   AllocationIdentity identity_;
+  detail::RecordSlot slot_;  // where the record was taken from: its shard counts this request as queued
   void* ptr_;
   std::size_t bytes_;
   std::size_t align_;

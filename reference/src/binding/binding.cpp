@@ -23,10 +23,9 @@ Expected<BoundAllocation, BindingError> MemoryBinding::record_allocation(void* p
   auto generation = mechanism_->identities().issue<AllocationGeneration>();
   if (!generation) return fail(BindingError::identity_exhausted());
   const AllocationIdentity identity{identity_, *generation};
-  if (auto recorded = mechanism_->record(*generation, record_of(identity_.id, ptr, bytes, align)); !recorded) {
-    return fail(recorded.error());
-  }
-  return BoundAllocation(*this, identity, ptr, bytes, align);
+  auto slot = mechanism_->record(*generation, record_of(identity_.id, ptr, bytes, align));
+  if (!slot) return fail(std::move(slot.error()));
+  return BoundAllocation(*this, identity, *slot, ptr, bytes, align);
 }
 
 Expected<BoundAllocation, BindingError> MemoryBinding::allocate(std::size_t bytes, std::size_t align) const {
@@ -73,12 +72,12 @@ Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare
 Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_through(
     const BindingIdentity& through, detail::Mechanism& mechanism, BoundAllocation allocation) {
   auto operation = mechanism.take_for_release(
-      through, allocation.identity_,
+      through, allocation.identity_, allocation.slot_,
       record_of(allocation.identity_.binding.id, allocation.ptr_, allocation.bytes_, allocation.align_));
   if (!operation) return fail(ExplicitReleaseError(std::move(operation.error()), std::move(allocation)));
   // The request carries the allocation's own binding, which pins its mechanism.
-  return PreparedAllocationRelease(std::move(allocation.binding_), allocation.identity_, allocation.ptr_,
-                                   allocation.bytes_, allocation.align_, std::move(*operation));
+  return PreparedAllocationRelease(std::move(allocation.binding_), allocation.identity_, allocation.slot_,
+                                   allocation.ptr_, allocation.bytes_, allocation.align_, std::move(*operation));
 }
 
 Expected<void, ExplicitReleaseError> MemoryBinding::release(BoundAllocation allocation) const {
@@ -98,7 +97,7 @@ Expected<std::pair<detail::ActiveOperation, ValidatedMemoryView>, BindingError> 
   auto operation = mechanism_->begin_active("using a view");
   if (!operation) return fail(operation.error());
   if (auto valid = mechanism_->validate(
-          identity_, view.identity_,
+          identity_, view.identity_, view.slot_,
           record_of(view.identity_.binding.id, view.allocation_ptr_, view.allocation_bytes_, view.align_),
           "using a view");
       !valid) {
@@ -131,13 +130,13 @@ Expected<BoundMemoryView, BindingError> BoundAllocation::view(std::size_t offset
     const std::size_t end = offset > SIZE_MAX - bytes ? SIZE_MAX : offset + bytes;
     return fail(BindingError::view_out_of_bounds(offset, end, bytes_));
   }
-  if (auto valid = binding_.mechanism_->validate(binding_.identity_, identity_,
+  if (auto valid = binding_.mechanism_->validate(binding_.identity_, identity_, slot_,
                                                  record_of(identity_.binding.id, ptr_, bytes_, align_),
                                                  "creating a view");
       !valid) {
     return fail(valid.error());
   }
-  return BoundMemoryView(binding_, identity_, ptr_, bytes_, align_, offset, bytes);
+  return BoundMemoryView(binding_, identity_, slot_, ptr_, bytes_, align_, offset, bytes);
 }
 
 }  // namespace ortmem

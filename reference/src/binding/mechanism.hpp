@@ -1,10 +1,17 @@
 // mechanism.hpp (internal): one registered allocator, its records and its
-// lifecycle, guarded by the per-mechanism lock.
+// lifecycle.
 //
-// The mechanism lock protects lifecycle, live allocation records, the queued
-// count and quarantined ownership. It is never held together with the
-// registry lock and never across a callback: every method here either reads
-// or updates records and returns, and callers make allocator calls after.
+// The lifecycle and the count of active operations live in one atomic word
+// (LifecycleGate), so opening an operation takes no lock. Live records live
+// in a sharded RecordTable; a shard's lock is held while a record is checked
+// or taken AND the gate is read or opened, so "the lifecycle allowed it and
+// the record matched" is one step, exactly as under a single lock. The
+// mechanism lock guards the lifecycle transitions (with the loss reason),
+// quarantined ownership and the poisoned flag. Lock order: the mechanism lock
+// may be held while a shard lock is taken, never the reverse. No lock here is
+// held together with the registry lock or across a callback: every method
+// either reads or updates records and returns, and callers make allocator
+// calls after.
 #pragma once
 
 #include <atomic>
@@ -21,7 +28,10 @@
 #include "ortmem/binding_error.hpp"
 #include "ortmem/binding_identity.hpp"
 #include "ortmem/detail/active_operation.hpp"
+#include "ortmem/detail/record_slot.hpp"
 #include "ortmem/mechanism_snapshot.hpp"
+#include "lifecycle_gate.hpp"
+#include "record_table.hpp"
 
 namespace ortmem::detail {
 
@@ -34,15 +44,6 @@ struct RegisteredResource {
   std::shared_ptr<const void> resource;
 };
 
-// What a live record must match: a handle whose address, size or alignment
-// differ from the record is stale, whatever its generation says.
-struct AllocationRecord {
-  BindingId binding;
-  std::uintptr_t address;
-  std::size_t bytes;
-  std::size_t align;
-};
-
 class Mechanism {
  public:
   // Declared so that destruction runs allocator, then authority, then context:
@@ -53,7 +54,7 @@ class Mechanism {
     std::shared_ptr<DeviceAllocator> allocator;
   };
 
-  // What a prepared release may do, read under the lock and acted on after.
+  // What a prepared release may do, read once and acted on after.
   enum class Gate : std::uint8_t { kAllowed, kDeviceLost, kTerminated, kPoisoned };
 
   Mechanism(MechanismIdentity identity, DeviceKey device, MechanismCoherence coherence, Resources resources,
@@ -72,22 +73,23 @@ class Mechanism {
 
   // Opens an operation if the mechanism is active; `operation` names it in refusals.
   [[nodiscard]] Expected<ActiveOperation, BindingError> begin_active(std::string_view operation);
-  // Records a new live allocation under `generation`.
-  [[nodiscard]] Expected<void, BindingError> record(AllocationGeneration generation, const AllocationRecord& record);
-  // Drops a record that was made but whose allocation is being undone.
-  void forget(AllocationGeneration generation) noexcept;
+  // Records a new live allocation under `generation`; returns where.
+  [[nodiscard]] Expected<RecordSlot, BindingError> record(AllocationGeneration generation,
+                                                          const AllocationRecord& record);
   // Checks that metadata still names its live record (mechanism active).
   [[nodiscard]] Expected<void, BindingError> validate(const BindingIdentity& through,
-                                                      const AllocationIdentity& identity,
+                                                      const AllocationIdentity& identity, RecordSlot slot,
                                                       const AllocationRecord& expected, std::string_view operation);
   // Removes the live record exactly once and counts a queued release; refused
   // (nothing changed) unless active or retired and the record matches.
   [[nodiscard]] Expected<ActiveOperation, BindingError> take_for_release(const BindingIdentity& through,
                                                                          const AllocationIdentity& identity,
+                                                                         RecordSlot slot,
                                                                          const AllocationRecord& expected);
-  [[nodiscard]] Gate release_gate();
-  void settle_released() noexcept;
-  void settle_quarantined(const QuarantinedAllocation& record) noexcept;
+  [[nodiscard]] Gate release_gate() const noexcept;
+  // `slot` is where the settled release's record was taken from.
+  void settle_released(RecordSlot slot) noexcept;
+  void settle_quarantined(RecordSlot slot, const QuarantinedAllocation& record) noexcept;
 
   void retire();
   void invalidate(const std::shared_ptr<const std::string>& reason);
@@ -100,30 +102,29 @@ class Mechanism {
   [[nodiscard]] std::vector<QuarantinedAllocation> quarantined();
 
  private:
-  [[nodiscard]] BindingError inactive_error(std::string_view operation) const;
-  [[nodiscard]] ActiveOperation open_operation() noexcept;
+  // The refusal for an operation that found the mechanism `lifecycle`.
+  [[nodiscard]] BindingError inactive_error(MechanismLifecycle lifecycle, std::string_view operation);
 
   const MechanismIdentity identity_;
   const DeviceKey device_;
   const MechanismCoherence coherence_;
   const std::shared_ptr<IdentityIssuer> identities_;
 
+  LifecycleGate gate_;
+  // Set when bookkeeping could not be completed (out of memory while
+  // recording): from then on releases settle as state-poisoned. Sticky, so
+  // it is read without the lock.
+  std::atomic<bool> poisoned_{false};
+  RecordTable live_;
+
   std::mutex mutex_;
-  MechanismLifecycle lifecycle_ = MechanismLifecycle::kActive;
+  // Set before the gate turns device-lost, under this lock.
   std::shared_ptr<const std::string> loss_reason_;
-  // Keyed by allocation generation serial (unique in the registry).
-  std::unordered_map<std::uint64_t, AllocationRecord> live_;
-  std::size_t queued_ = 0;
   std::unordered_map<std::uint64_t, QuarantinedAllocation> quarantined_;
   // Kept beside the map so a snapshot is O(1) and stays right even if
   // recording a quarantine entry ran out of memory.
   std::size_t quarantined_count_ = 0;
   std::uint64_t quarantined_bytes_ = 0;
-  // Set when bookkeeping could not be completed (out of memory while
-  // recording): from then on releases settle as state-poisoned.
-  bool poisoned_ = false;
-
-  std::atomic<std::size_t> active_operations_{0};
 
   // Last, so the allocator goes before the records (see Resources).
   Resources resources_;

@@ -3,15 +3,15 @@
 
 namespace ortmem {
 
-PreparedAllocationRelease::PreparedAllocationRelease(MemoryBinding binding, AllocationIdentity identity, void* ptr,
-                                                     std::size_t bytes, std::size_t align,
-                                                     detail::ActiveOperation operation) noexcept
-    : binding_(std::move(binding)), identity_(identity), ptr_(ptr), bytes_(bytes), align_(align),
+PreparedAllocationRelease::PreparedAllocationRelease(MemoryBinding binding, AllocationIdentity identity,
+                                                     detail::RecordSlot slot, void* ptr, std::size_t bytes,
+                                                     std::size_t align, detail::ActiveOperation operation) noexcept
+    : binding_(std::move(binding)), identity_(identity), slot_(slot), ptr_(ptr), bytes_(bytes), align_(align),
       operation_(std::move(operation)) {}
 
 PreparedAllocationRelease::PreparedAllocationRelease(PreparedAllocationRelease&& other) noexcept
-    : binding_(std::move(other.binding_)), identity_(other.identity_), ptr_(other.ptr_), bytes_(other.bytes_),
-      align_(other.align_), operation_(std::move(other.operation_)) {
+    : binding_(std::move(other.binding_)), identity_(other.identity_), slot_(other.slot_), ptr_(other.ptr_),
+      bytes_(other.bytes_), align_(other.align_), operation_(std::move(other.operation_)) {
   other.operation_.reset();
 }
 
@@ -21,6 +21,7 @@ PreparedAllocationRelease& PreparedAllocationRelease::operator=(PreparedAllocati
                                              QuarantineReason::of(QuarantineReason::Kind::kAbandonedRequest), bytes_);
     binding_ = std::move(other.binding_);
     identity_ = other.identity_;
+    slot_ = other.slot_;
     ptr_ = other.ptr_;
     bytes_ = other.bytes_;
     align_ = other.align_;
@@ -44,7 +45,7 @@ AllocationReleaseOutcome PreparedAllocationRelease::settle_quarantined(ReleaseAc
                                                                        QuarantineReason reason,
                                                                        std::uint64_t retained_bytes) noexcept {
   const ResidualOwnership residual{state, reason, retained_bytes, reinterpret_cast<std::uintptr_t>(ptr_), align_};
-  binding_.mechanism_->settle_quarantined(QuarantinedAllocation{identity_, residual.address, bytes_, align_, state,
+  binding_.mechanism_->settle_quarantined(slot_, QuarantinedAllocation{identity_, residual.address, bytes_, align_, state,
                                                                 reason, retained_bytes});
   disarm();
   return AllocationReleaseOutcome::quarantined(accounting, residual);
@@ -72,7 +73,7 @@ AllocationReleaseOutcome PreparedAllocationRelease::execute() && noexcept {
   AllocationReleaseOutcome outcome = binding_.mechanism_->allocator().release(ptr_, bytes_, align_);
   switch (outcome.kind()) {
     case AllocationReleaseOutcome::Kind::kComplete:
-      binding_.mechanism_->settle_released();
+      binding_.mechanism_->settle_released(slot_);
       disarm();
       return outcome;
     case AllocationReleaseOutcome::Kind::kQuarantined: {

@@ -111,12 +111,26 @@ class MemoryBinding {
       const BindingIdentity& through, detail::Mechanism& mechanism, BoundAllocation allocation);
   [[nodiscard]] static Expected<PreparedAllocationRelease, ExplicitReleaseError> prepare_owned(
       BoundAllocation allocation);
+  // The step both share: takes the live record and moves `allocation` into
+  // the request; when refused, `allocation` is left exactly as it was. Owners
+  // call it on their own metadata in place, so a release moves it only once.
+  [[nodiscard]] static Expected<PreparedAllocationRelease, BindingError> take_record(
+      const BindingIdentity& through, detail::Mechanism& mechanism, BoundAllocation& allocation);
 
   // Validates the view and opens an active operation for the callback's duration.
   [[nodiscard]] Expected<std::pair<detail::ActiveOperation, ValidatedMemoryView>, BindingError> open_view(
       const BoundMemoryView& view) const;
-  [[nodiscard]] Expected<BoundAllocation, BindingError> record_allocation(void* ptr, std::size_t bytes,
-                                                                          std::size_t align) const;
+  // A recorded allocation, before it becomes metadata of the caller's choice.
+  struct Recorded {
+    AllocationGeneration generation;
+    detail::RecordSlot slot;
+    void* ptr;
+  };
+  [[nodiscard]] Expected<Recorded, BindingError> record_allocation(void* ptr, std::size_t bytes,
+                                                                   std::size_t align) const;
+  // Opens an operation, allocates with no lock held and records the result.
+  [[nodiscard]] Expected<Recorded, BindingError> allocate_recorded(std::size_t bytes, std::size_t align) const;
+  [[nodiscard]] BoundAllocation metadata(const Recorded& recorded, std::size_t bytes, std::size_t align) const;
 
   BindingIdentity identity_;
   // Pins the mechanism, and through it the allocator, authority, provider

@@ -18,43 +18,55 @@ detail::AllocationRecord record_of(BindingId binding, const void* ptr, std::size
 MemoryBinding::MemoryBinding(BindingIdentity identity, std::shared_ptr<detail::Mechanism> mechanism) noexcept
     : identity_(identity), mechanism_(std::move(mechanism)) {}
 
-Expected<BoundAllocation, BindingError> MemoryBinding::record_allocation(void* ptr, std::size_t bytes,
-                                                                         std::size_t align) const {
+Expected<MemoryBinding::Recorded, BindingError> MemoryBinding::record_allocation(void* ptr, std::size_t bytes,
+                                                                                std::size_t align) const {
   auto generation = mechanism_->identities().issue<AllocationGeneration>();
   if (!generation) return fail(BindingError::identity_exhausted());
-  const AllocationIdentity identity{identity_, *generation};
   auto slot = mechanism_->record(*generation, record_of(identity_.id, ptr, bytes, align));
   if (!slot) return fail(std::move(slot.error()));
-  return BoundAllocation(*this, identity, *slot, ptr, bytes, align);
+  return Recorded{*generation, *slot, ptr};
 }
 
-Expected<BoundAllocation, BindingError> MemoryBinding::allocate(std::size_t bytes, std::size_t align) const {
+BoundAllocation MemoryBinding::metadata(const Recorded& recorded, std::size_t bytes, std::size_t align) const {
+  return BoundAllocation(*this, AllocationIdentity{identity_, recorded.generation}, recorded.slot, recorded.ptr,
+                         bytes, align);
+}
+
+Expected<MemoryBinding::Recorded, BindingError> MemoryBinding::allocate_recorded(std::size_t bytes,
+                                                                                std::size_t align) const {
   auto operation = mechanism_->begin_active("allocating");
   if (!operation) return fail(operation.error());
   // No lock is held across the allocator: it may call back into the registry.
   auto ptr = mechanism_->allocator().allocate(bytes, align);
   if (!ptr) return fail(BindingError::memory(std::move(ptr.error())));
-  auto allocation = record_allocation(*ptr, bytes, align);
-  if (!allocation) {
+  auto recorded = record_allocation(*ptr, bytes, align);
+  if (!recorded) {
     // Never recorded, so nobody else can name it: hand it straight back.
     (void)mechanism_->allocator().release(*ptr, bytes, align);
   }
-  return allocation;
+  return recorded;
+}
+
+Expected<BoundAllocation, BindingError> MemoryBinding::allocate(std::size_t bytes, std::size_t align) const {
+  auto recorded = allocate_recorded(bytes, align);
+  if (!recorded) return fail(std::move(recorded.error()));
+  return metadata(*recorded, bytes, align);
 }
 
 Expected<OwningAllocation, BindingError> MemoryBinding::allocate_owning(std::size_t bytes, std::size_t align) const {
-  auto allocation = allocate(bytes, align);
-  if (!allocation) return fail(std::move(allocation.error()));
-  return OwningAllocation(std::move(*allocation));
+  auto recorded = allocate_recorded(bytes, align);
+  if (!recorded) return fail(std::move(recorded.error()));
+  // Built straight into the owner: the metadata is never moved through a BoundAllocation result.
+  return OwningAllocation(metadata(*recorded, bytes, align));
 }
 
 Expected<OwningAllocation, BindingError> MemoryBinding::adopt_allocation(void* ptr, std::size_t bytes,
                                                                          std::size_t align) const {
   auto operation = mechanism_->begin_active("adopting an allocation");
   if (!operation) return fail(operation.error());
-  auto allocation = record_allocation(ptr, bytes, align);
-  if (!allocation) return fail(std::move(allocation.error()));
-  return OwningAllocation(std::move(*allocation));
+  auto recorded = record_allocation(ptr, bytes, align);
+  if (!recorded) return fail(std::move(recorded.error()));
+  return OwningAllocation(metadata(*recorded, bytes, align));
 }
 
 Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_release(
@@ -71,13 +83,21 @@ Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare
 
 Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_through(
     const BindingIdentity& through, detail::Mechanism& mechanism, BoundAllocation allocation) {
-  auto operation = mechanism.take_for_release(
+  auto prepared = take_record(through, mechanism, allocation);
+  if (!prepared) return fail(ExplicitReleaseError(std::move(prepared.error()), std::move(allocation)));
+  return std::move(*prepared);
+}
+
+Expected<PreparedAllocationRelease, BindingError> MemoryBinding::take_record(const BindingIdentity& through,
+                                                                             detail::Mechanism& mechanism,
+                                                                             BoundAllocation& allocation) {
+  auto taken = mechanism.take_for_release(
       through, allocation.identity_, allocation.slot_,
       record_of(allocation.identity_.binding.id, allocation.ptr_, allocation.bytes_, allocation.align_));
-  if (!operation) return fail(ExplicitReleaseError(std::move(operation.error()), std::move(allocation)));
-  // The request carries the allocation's own binding, which pins its mechanism.
-  return PreparedAllocationRelease(std::move(allocation.binding_), allocation.identity_, allocation.slot_,
-                                   allocation.ptr_, allocation.bytes_, allocation.align_, std::move(*operation));
+  if (!taken) return fail(std::move(taken.error()));
+  // The request takes the allocation's own pin on its mechanism.
+  return PreparedAllocationRelease(std::move(allocation.binding_.mechanism_), allocation.identity_, allocation.slot_,
+                                   allocation.ptr_, allocation.bytes_, allocation.align_);
 }
 
 Expected<void, ExplicitReleaseError> MemoryBinding::release(BoundAllocation allocation) const {

@@ -76,36 +76,42 @@ Expected<void, BindingError> Mechanism::validate(const BindingIdentity& through,
   return {};
 }
 
-Expected<ActiveOperation, BindingError> Mechanism::take_for_release(const BindingIdentity& through,
-                                                                    const AllocationIdentity& identity,
-                                                                    RecordSlot slot,
-                                                                    const AllocationRecord& expected) {
+Expected<void, BindingError> Mechanism::take_for_release(const BindingIdentity& through,
+                                                         const AllocationIdentity& identity, RecordSlot slot,
+                                                         const AllocationRecord& expected) {
   // As in validate(): a handle of another registry is refused as foreign (BIND-001).
   if (identity.binding.id.issuer() != through.id.issuer()) return fail(BindingError::foreign_registry("allocation"));
   if (identity.binding.id != through.id) return fail(BindingError::binding_mismatch(through.id, identity.binding.id));
   RecordShard& shard = live_.shard(slot.shard);
-  MechanismLifecycle refused_by = MechanismLifecycle::kActive;
+  MechanismLifecycle lifecycle{};
   {
+    // The lifecycle is read under the shard lock that the count is raised
+    // under. A confirmation reads the gate (device-lost) and then each shard's
+    // count under its lock, so a take either finished before that read and is
+    // counted, or reads the gate after it and is refused.
     const std::lock_guard lock(shard.mutex);
     // Lifecycle before staleness, as the refusals are ranked.
-    const MechanismLifecycle lifecycle = gate_.load().lifecycle;
-    if (lifecycle != MechanismLifecycle::kActive && lifecycle != MechanismLifecycle::kRetired) {
-      refused_by = lifecycle;
-    } else {
+    lifecycle = gate_.load().lifecycle;
+    if (lifecycle == MechanismLifecycle::kActive || lifecycle == MechanismLifecycle::kRetired) {
       const AllocationRecord* found = shard.find(slot.index, identity.generation.opaque().serial());
       if (found == nullptr || !matches(*found, expected)) return fail(BindingError::stale_allocation(identity));
-      // The operation is opened only if the lifecycle still allows a release
-      // (a loss may have landed since the read above); refused, nothing changed.
-      if (gate_.try_open(true, refused_by)) {
-        // Removing the record under this lock is what makes release exactly-once:
-        // a second racer finds nothing and is told its metadata is stale.
-        shard.erase(slot.index);
-        ++shard.queued;
-        return gate_.adopt_opened();
-      }
+      // Removing the record under this lock is what makes release exactly-once:
+      // a second racer finds nothing and is told its metadata is stale.
+      shard.erase(slot.index);
+      shard.queued.fetch_add(1, std::memory_order_relaxed);
+      return {};
     }
   }
-  return fail(inactive_error(refused_by, "preparing a release"));
+  return fail(inactive_error(lifecycle, "preparing a release"));
+}
+
+std::size_t Mechanism::queued_releases() {
+  std::size_t queued = 0;
+  for (RecordShard& shard : live_.shards()) {
+    const std::lock_guard shard_lock(shard.mutex);
+    queued += shard.queued.load(std::memory_order_acquire);
+  }
+  return queued;
 }
 
 Mechanism::Gate Mechanism::release_gate() const noexcept {
@@ -120,15 +126,17 @@ Mechanism::Gate Mechanism::release_gate() const noexcept {
 }
 
 void Mechanism::settle_released(RecordSlot slot) noexcept {
-  RecordShard& shard = live_.shard(slot.shard);
-  const std::lock_guard lock(shard.mutex);
-  --shard.queued;
+  live_.shard(slot.shard).queued.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 void Mechanism::settle_quarantined(RecordSlot slot, const QuarantinedAllocation& record) noexcept {
+  // Recorded before the request stops counting as queued (and active), so
+  // nobody sees the mechanism quiescent in between.
+  record_quarantine(record);
   settle_released(slot);
-  // The request's operation is still open while this runs, so a removal that
-  // reads the snapshot in between is refused as not quiescent.
+}
+
+void Mechanism::record_quarantine(const QuarantinedAllocation& record) noexcept {
   const std::lock_guard lock(mutex_);
   if (gate_.load().lifecycle == MechanismLifecycle::kTerminated) return;  // termination already discharged it
   ++quarantined_count_;
@@ -166,7 +174,9 @@ Expected<void, BindingError> Mechanism::check_terminable(ProviderContextIdentity
     return fail(BindingError::inactive_mechanism(identity_, state.lifecycle,
                                                  "confirming termination before the device was invalidated"));
   }
-  const std::size_t active = state.active;
+  // Device-lost refuses new operations and new prepared releases, so once
+  // both read zero they stay zero.
+  const std::size_t active = state.active + queued_releases();
   if (active != 0) return fail(BindingError::context_not_quiescent(context, active));
   return {};
 }
@@ -189,8 +199,9 @@ MechanismLifecycle Mechanism::lifecycle() { return gate_.load().lifecycle; }
 
 MechanismSnapshot Mechanism::snapshot() {
   const std::lock_guard lock(mutex_);
-  // The gate is read before the shards: an operation that records or takes a
-  // record stays counted in the gate until its shard is updated, so the live,
+  // The gate is read before the shards: an operation that records stays
+  // counted in the gate until its shard is updated, and a request leaves its
+  // record's live count and enters its queued count in one step, so the live,
   // queued and active figures can never all read zero while one is under way.
   const LifecycleGate::State state = gate_.load();
   std::size_t live = 0;
@@ -198,7 +209,7 @@ MechanismSnapshot Mechanism::snapshot() {
   for (RecordShard& shard : live_.shards()) {
     const std::lock_guard shard_lock(shard.mutex);
     live += shard.live();
-    queued += shard.queued;
+    queued += shard.queued.load(std::memory_order_acquire);
   }
   return MechanismSnapshot{
       .identity = identity_,
@@ -208,7 +219,7 @@ MechanismSnapshot Mechanism::snapshot() {
       .coherence = coherence_,
       .lifecycle = state.lifecycle,
       .live_allocations = live,
-      .active_operations = state.active,
+      .active_operations = state.active + queued,
       .queued_releases = queued,
       .quarantined_allocations = quarantined_count_,
       .quarantined_bytes = quarantined_bytes_,

@@ -1,8 +1,13 @@
 // mechanism.hpp (internal): one registered allocator, its records and its
 // lifecycle.
 //
-// The lifecycle and the count of active operations live in one atomic word
-// (LifecycleGate), so opening an operation takes no lock. Live records live
+// The lifecycle and the count of in-flight operations live in one atomic word
+// (LifecycleGate), so opening an operation takes no lock. A prepared release
+// is an active operation too, but it is counted where its record was taken,
+// as its shard's queued count: taking the record, checking the lifecycle and
+// counting the request are then one step under that shard's lock, and the
+// active count a snapshot or a confirmation reports is the gate's plus the
+// shards'. Live records live
 // in a sharded RecordTable; a shard's lock is held while a record is checked
 // or taken AND the gate is read or opened, so "the lifecycle allowed it and
 // the record matched" is one step, exactly as under a single lock. The
@@ -80,14 +85,15 @@ class Mechanism {
   [[nodiscard]] Expected<void, BindingError> validate(const BindingIdentity& through,
                                                       const AllocationIdentity& identity, RecordSlot slot,
                                                       const AllocationRecord& expected, std::string_view operation);
-  // Removes the live record exactly once and counts a queued release; refused
-  // (nothing changed) unless active or retired and the record matches.
-  [[nodiscard]] Expected<ActiveOperation, BindingError> take_for_release(const BindingIdentity& through,
+  // Removes the live record exactly once and counts a queued release, which
+  // is also an active operation until it settles; refused (nothing changed)
+  // unless active or retired and the record matches.
+  [[nodiscard]] Expected<void, BindingError> take_for_release(const BindingIdentity& through,
                                                                          const AllocationIdentity& identity,
                                                                          RecordSlot slot,
                                                                          const AllocationRecord& expected);
   [[nodiscard]] Gate release_gate() const noexcept;
-  // `slot` is where the settled release's record was taken from.
+  // Each settles one queued release; `slot` is where its record was taken from.
   void settle_released(RecordSlot slot) noexcept;
   void settle_quarantined(RecordSlot slot, const QuarantinedAllocation& record) noexcept;
 
@@ -104,6 +110,9 @@ class Mechanism {
  private:
   // The refusal for an operation that found the mechanism `lifecycle`.
   [[nodiscard]] BindingError inactive_error(MechanismLifecycle lifecycle, std::string_view operation);
+  void record_quarantine(const QuarantinedAllocation& record) noexcept;
+  // Unsettled prepared releases, summed over the shards under their locks.
+  [[nodiscard]] std::size_t queued_releases();
 
   const MechanismIdentity identity_;
   const DeviceKey device_;

@@ -12,11 +12,12 @@
 // live allocation is the record itself and lookup is an index, whatever the
 // number of live allocations. Freed slots are reused through a free list.
 //
-// Each shard's lock guards its slots, its live count and its queued count.
+// Each shard's lock guards its slots and its live count.
 // The table never takes another lock and never calls out while holding one.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -57,8 +58,11 @@ class alignas(64) RecordShard {
   void clear() noexcept;
   [[nodiscard]] std::size_t live() const noexcept { return live_; }
 
-  // Prepared releases taken from this shard that have not settled.
-  std::size_t queued = 0;
+  // Prepared releases taken from this shard that have not settled (each is
+  // also an active operation of the mechanism). Raised under the lock in the
+  // step that takes the record; lowered without it when the request settles,
+  // after everything the settlement records: it only ever falls from then on.
+  std::atomic<std::size_t> queued{0};
 
  private:
   struct Slot {

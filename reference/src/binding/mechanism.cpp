@@ -49,9 +49,8 @@ bool matches(const AllocationRecord& record, const AllocationRecord& expected) {
 
 }  // namespace
 
-Expected<void, BindingError> Mechanism::validate(const BindingIdentity& through, const AllocationIdentity& identity,
-                                                 RecordSlot slot, const AllocationRecord& expected,
-                                                 std::string_view operation) {
+Check Mechanism::validate(const BindingIdentity& through, const AllocationIdentity& identity, RecordSlot slot,
+                          const AllocationRecord& expected, std::string_view operation) {
   // Another registry's allocation is foreign, not merely another binding's:
   // its ids may even collide with ours (BIND-001).
   if (identity.binding.id.issuer() != through.id.issuer()) return fail(BindingError::foreign_registry("allocation"));
@@ -73,12 +72,11 @@ Expected<void, BindingError> Mechanism::validate(const BindingIdentity& through,
   // Errors are built with no shard lock held (a device-lost error takes the mechanism lock).
   if (lifecycle != MechanismLifecycle::kActive) return fail(inactive_error(lifecycle, operation));
   if (!live) return fail(BindingError::stale_allocation(identity));
-  return {};
+  return Passed{};
 }
 
-Expected<void, BindingError> Mechanism::take_for_release(const BindingIdentity& through,
-                                                         const AllocationIdentity& identity, RecordSlot slot,
-                                                         const AllocationRecord& expected) {
+Check Mechanism::take_for_release(const BindingIdentity& through, const AllocationIdentity& identity,
+                                  RecordSlot slot, const AllocationRecord& expected) {
   // As in validate(): a handle of another registry is refused as foreign (BIND-001).
   if (identity.binding.id.issuer() != through.id.issuer()) return fail(BindingError::foreign_registry("allocation"));
   if (identity.binding.id != through.id) return fail(BindingError::binding_mismatch(through.id, identity.binding.id));
@@ -99,7 +97,7 @@ Expected<void, BindingError> Mechanism::take_for_release(const BindingIdentity& 
       // a second racer finds nothing and is told its metadata is stale.
       shard.erase(slot.index);
       shard.queued.fetch_add(1, std::memory_order_relaxed);
-      return {};
+      return Passed{};
     }
   }
   return fail(inactive_error(lifecycle, "preparing a release"));

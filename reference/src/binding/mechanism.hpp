@@ -49,6 +49,12 @@ struct RegisteredResource {
   std::shared_ptr<const void> resource;
 };
 
+// What a check on the hot path returns when it passes. Not Expected<void,
+// BindingError>: for void, tl::expected value-initialises its storage, which
+// zeroes the whole (large) BindingError union on every successful call.
+struct Passed {};
+using Check = Expected<Passed, BindingError>;
+
 class Mechanism {
  public:
   // Declared so that destruction runs allocator, then authority, then context:
@@ -82,13 +88,12 @@ class Mechanism {
   [[nodiscard]] Expected<RecordSlot, BindingError> record(AllocationGeneration generation,
                                                           const AllocationRecord& record);
   // Checks that metadata still names its live record (mechanism active).
-  [[nodiscard]] Expected<void, BindingError> validate(const BindingIdentity& through,
-                                                      const AllocationIdentity& identity, RecordSlot slot,
-                                                      const AllocationRecord& expected, std::string_view operation);
+  [[nodiscard]] Check validate(const BindingIdentity& through, const AllocationIdentity& identity, RecordSlot slot,
+                               const AllocationRecord& expected, std::string_view operation);
   // Removes the live record exactly once and counts a queued release, which
   // is also an active operation until it settles; refused (nothing changed)
   // unless active or retired and the record matches.
-  [[nodiscard]] Expected<void, BindingError> take_for_release(const BindingIdentity& through,
+  [[nodiscard]] Check take_for_release(const BindingIdentity& through,
                                                                          const AllocationIdentity& identity,
                                                                          RecordSlot slot,
                                                                          const AllocationRecord& expected);

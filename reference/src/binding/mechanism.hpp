@@ -124,7 +124,10 @@ class Mechanism {
   const MechanismCoherence coherence_;
   const std::shared_ptr<IdentityIssuer> identities_;
 
-  LifecycleGate gate_;
+  // On a cache line of its own (with the flag read beside it): every operation
+  // of every thread writes the gate, and sharing its line with the read-only
+  // fields above would make each of those reads a miss on the other core.
+  alignas(64) LifecycleGate gate_;
   // Set when bookkeeping could not be completed (out of memory while
   // recording): from then on releases settle as state-poisoned. Sticky, so
   // it is read without the lock.

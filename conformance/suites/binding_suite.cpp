@@ -72,6 +72,9 @@ TEST_P(Binding, AReusedAddressGetsANewGenerationAndOldMetadataStaysStale) {
   for (int i = 0; i < 64 && !reused; ++i) {
     auto next = binding().allocate(64, 64);
     ASSERT_TRUE(next);
+    // Issued, never derived: a later allocation never carries the earlier
+    // one's generation, whether or not the allocator reuses the address.
+    EXPECT_NE(next->identity().generation, stale.identity().generation);
     if (next->data() == stale.data()) reused = *next;
     held.push_back(std::move(*next));
   }

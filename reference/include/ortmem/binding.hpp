@@ -28,6 +28,7 @@
 #include "ortmem/binding_error.hpp"
 #include "ortmem/binding_identity.hpp"
 #include "ortmem/detail/active_operation.hpp"
+#include "ortmem/detail/record_slot.hpp"
 #include "ortmem/expected.hpp"
 #include "ortmem/mechanism_snapshot.hpp"
 
@@ -110,12 +111,26 @@ class MemoryBinding {
       const BindingIdentity& through, detail::Mechanism& mechanism, BoundAllocation allocation);
   [[nodiscard]] static Expected<PreparedAllocationRelease, ExplicitReleaseError> prepare_owned(
       BoundAllocation allocation);
+  // The step both share: takes the live record and moves `allocation` into
+  // the request; when refused, `allocation` is left exactly as it was. Owners
+  // call it on their own metadata in place, so a release moves it only once.
+  [[nodiscard]] static Expected<PreparedAllocationRelease, BindingError> take_record(
+      const BindingIdentity& through, detail::Mechanism& mechanism, BoundAllocation& allocation);
 
   // Validates the view and opens an active operation for the callback's duration.
   [[nodiscard]] Expected<std::pair<detail::ActiveOperation, ValidatedMemoryView>, BindingError> open_view(
       const BoundMemoryView& view) const;
-  [[nodiscard]] Expected<BoundAllocation, BindingError> record_allocation(void* ptr, std::size_t bytes,
-                                                                          std::size_t align) const;
+  // A recorded allocation, before it becomes metadata of the caller's choice.
+  struct Recorded {
+    AllocationGeneration generation;
+    detail::RecordSlot slot;
+    void* ptr;
+  };
+  [[nodiscard]] Expected<Recorded, BindingError> record_allocation(void* ptr, std::size_t bytes,
+                                                                   std::size_t align) const;
+  // Opens an operation, allocates with no lock held and records the result.
+  [[nodiscard]] Expected<Recorded, BindingError> allocate_recorded(std::size_t bytes, std::size_t align) const;
+  [[nodiscard]] BoundAllocation metadata(const Recorded& recorded, std::size_t bytes, std::size_t align) const;
 
   BindingIdentity identity_;
   // Pins the mechanism, and through it the allocator, authority, provider
@@ -138,15 +153,19 @@ class BoundAllocation {
   [[nodiscard]] Expected<BoundMemoryView, BindingError> view(std::size_t offset, std::size_t bytes) const;
 
  private:
+  friend class BoundSharedMapping;
+  friend class BoundVirtualBacking;
   friend class MemoryBinding;
   friend class OwningAllocation;
   friend class PreparedAllocationRelease;
-  BoundAllocation(MemoryBinding binding, AllocationIdentity identity, void* ptr, std::size_t bytes,
-                  std::size_t align) noexcept
-      : binding_(std::move(binding)), identity_(identity), ptr_(ptr), bytes_(bytes), align_(align) {}
+  BoundAllocation(MemoryBinding binding, AllocationIdentity identity, detail::RecordSlot slot, void* ptr,
+                  std::size_t bytes, std::size_t align) noexcept
+      : binding_(std::move(binding)), identity_(identity), slot_(slot), ptr_(ptr), bytes_(bytes), align_(align) {}
 
   MemoryBinding binding_;
   AllocationIdentity identity_;
+  // Where the mechanism keeps the live record (a lookup hint, see record_slot.hpp).
+  detail::RecordSlot slot_;
   void* ptr_;
   std::size_t bytes_;
   std::size_t align_;
@@ -163,13 +182,14 @@ class BoundMemoryView {
  private:
   friend class BoundAllocation;
   friend class MemoryBinding;
-  BoundMemoryView(MemoryBinding binding, AllocationIdentity identity, void* allocation_ptr,
+  BoundMemoryView(MemoryBinding binding, AllocationIdentity identity, detail::RecordSlot slot, void* allocation_ptr,
                   std::size_t allocation_bytes, std::size_t align, std::size_t offset, std::size_t bytes) noexcept
-      : binding_(std::move(binding)), identity_(identity), allocation_ptr_(allocation_ptr),
+      : binding_(std::move(binding)), identity_(identity), slot_(slot), allocation_ptr_(allocation_ptr),
         allocation_bytes_(allocation_bytes), align_(align), offset_(offset), bytes_(bytes) {}
 
   MemoryBinding binding_;
   AllocationIdentity identity_;
+  detail::RecordSlot slot_;  // the allocation's record slot
   void* allocation_ptr_;
   std::size_t allocation_bytes_;
   std::size_t align_;

@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "ortmem/binding.hpp"
@@ -55,7 +56,7 @@ class PreparedAllocationRelease {
   // Already queued before any queue has seen it: the live record is gone.
   [[nodiscard]] AllocationReleaseState state() const noexcept { return AllocationReleaseState::kQueued; }
   // False only for a moved-from or consumed request.
-  [[nodiscard]] bool is_armed() const noexcept { return operation_.has_value(); }
+  [[nodiscard]] bool is_armed() const noexcept { return armed_; }
 
   [[nodiscard]] AllocationReleaseOutcome execute() && noexcept;
   // Settles as device-lost without calling the allocator (a queue that observed loss).
@@ -65,20 +66,26 @@ class PreparedAllocationRelease {
 
  private:
   friend class MemoryBinding;
-  PreparedAllocationRelease(MemoryBinding binding, AllocationIdentity identity, void* ptr, std::size_t bytes,
-                            std::size_t align, detail::ActiveOperation operation) noexcept;
+  PreparedAllocationRelease(std::shared_ptr<detail::Mechanism> mechanism, AllocationIdentity identity,
+                            detail::RecordSlot slot, void* ptr, std::size_t bytes, std::size_t align) noexcept;
 
   AllocationReleaseOutcome settle_quarantined(ReleaseAccounting accounting, AllocationReleaseState state,
                                               QuarantineReason reason, std::uint64_t retained_bytes) noexcept;
   void disarm() noexcept;
 
-  MemoryBinding binding_;  // pins allocator, authority and provider context
+  // The allocation's binding's mechanism: pins allocator, authority and
+  // provider context. The binding itself is named in identity_.binding, so
+  // the request does not carry a second copy of it.
+  std::shared_ptr<detail::Mechanism> mechanism_;
   AllocationIdentity identity_;
+  detail::RecordSlot slot_;  // where the record was taken from: its shard counts this request as queued
   void* ptr_;
   std::size_t bytes_;
   std::size_t align_;
-  // Keeps the mechanism non-quiescent until the request settles; empty once consumed.
-  std::optional<detail::ActiveOperation> operation_;
+  // Until the request settles it is counted as queued (and so as an active
+  // operation) by the shard its record was taken from, which keeps the
+  // mechanism non-quiescent; false once consumed or moved from.
+  bool armed_;
 };
 
 // A refused enqueue. It holds the EXACT request the queue was given (nothing

@@ -94,6 +94,9 @@ class OwningAllocation {
 
   // Takes the metadata out unless views are outstanding.
   [[nodiscard]] Expected<BoundAllocation, OwningReleaseError> take() &&;
+  // Prepares the release unless views are outstanding. On refusal nothing
+  // changed and this owner still owns; on success it owns nothing.
+  [[nodiscard]] Expected<PreparedAllocationRelease, BindingError> prepare_in_place();
   void abandon() noexcept;
 
   std::optional<BoundAllocation> allocation_;

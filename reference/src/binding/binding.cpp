@@ -18,44 +18,55 @@ detail::AllocationRecord record_of(BindingId binding, const void* ptr, std::size
 MemoryBinding::MemoryBinding(BindingIdentity identity, std::shared_ptr<detail::Mechanism> mechanism) noexcept
     : identity_(identity), mechanism_(std::move(mechanism)) {}
 
-Expected<BoundAllocation, BindingError> MemoryBinding::record_allocation(void* ptr, std::size_t bytes,
-                                                                         std::size_t align) const {
+Expected<MemoryBinding::Recorded, BindingError> MemoryBinding::record_allocation(void* ptr, std::size_t bytes,
+                                                                                std::size_t align) const {
   auto generation = mechanism_->identities().issue<AllocationGeneration>();
   if (!generation) return fail(BindingError::identity_exhausted());
-  const AllocationIdentity identity{identity_, *generation};
-  if (auto recorded = mechanism_->record(*generation, record_of(identity_.id, ptr, bytes, align)); !recorded) {
-    return fail(recorded.error());
-  }
-  return BoundAllocation(*this, identity, ptr, bytes, align);
+  auto slot = mechanism_->record(*generation, record_of(identity_.id, ptr, bytes, align));
+  if (!slot) return fail(std::move(slot.error()));
+  return Recorded{*generation, *slot, ptr};
 }
 
-Expected<BoundAllocation, BindingError> MemoryBinding::allocate(std::size_t bytes, std::size_t align) const {
+BoundAllocation MemoryBinding::metadata(const Recorded& recorded, std::size_t bytes, std::size_t align) const {
+  return BoundAllocation(*this, AllocationIdentity{identity_, recorded.generation}, recorded.slot, recorded.ptr,
+                         bytes, align);
+}
+
+Expected<MemoryBinding::Recorded, BindingError> MemoryBinding::allocate_recorded(std::size_t bytes,
+                                                                                std::size_t align) const {
   auto operation = mechanism_->begin_active("allocating");
   if (!operation) return fail(operation.error());
   // No lock is held across the allocator: it may call back into the registry.
   auto ptr = mechanism_->allocator().allocate(bytes, align);
   if (!ptr) return fail(BindingError::memory(std::move(ptr.error())));
-  auto allocation = record_allocation(*ptr, bytes, align);
-  if (!allocation) {
+  auto recorded = record_allocation(*ptr, bytes, align);
+  if (!recorded) {
     // Never recorded, so nobody else can name it: hand it straight back.
     (void)mechanism_->allocator().release(*ptr, bytes, align);
   }
-  return allocation;
+  return recorded;
+}
+
+Expected<BoundAllocation, BindingError> MemoryBinding::allocate(std::size_t bytes, std::size_t align) const {
+  auto recorded = allocate_recorded(bytes, align);
+  if (!recorded) return fail(std::move(recorded.error()));
+  return metadata(*recorded, bytes, align);
 }
 
 Expected<OwningAllocation, BindingError> MemoryBinding::allocate_owning(std::size_t bytes, std::size_t align) const {
-  auto allocation = allocate(bytes, align);
-  if (!allocation) return fail(std::move(allocation.error()));
-  return OwningAllocation(std::move(*allocation));
+  auto recorded = allocate_recorded(bytes, align);
+  if (!recorded) return fail(std::move(recorded.error()));
+  // Built straight into the owner: the metadata is never moved through a BoundAllocation result.
+  return OwningAllocation(metadata(*recorded, bytes, align));
 }
 
 Expected<OwningAllocation, BindingError> MemoryBinding::adopt_allocation(void* ptr, std::size_t bytes,
                                                                          std::size_t align) const {
   auto operation = mechanism_->begin_active("adopting an allocation");
   if (!operation) return fail(operation.error());
-  auto allocation = record_allocation(ptr, bytes, align);
-  if (!allocation) return fail(std::move(allocation.error()));
-  return OwningAllocation(std::move(*allocation));
+  auto recorded = record_allocation(ptr, bytes, align);
+  if (!recorded) return fail(std::move(recorded.error()));
+  return OwningAllocation(metadata(*recorded, bytes, align));
 }
 
 Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_release(
@@ -72,13 +83,21 @@ Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare
 
 Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_through(
     const BindingIdentity& through, detail::Mechanism& mechanism, BoundAllocation allocation) {
-  auto operation = mechanism.take_for_release(
-      through, allocation.identity_,
+  auto prepared = take_record(through, mechanism, allocation);
+  if (!prepared) return fail(ExplicitReleaseError(std::move(prepared.error()), std::move(allocation)));
+  return std::move(*prepared);
+}
+
+Expected<PreparedAllocationRelease, BindingError> MemoryBinding::take_record(const BindingIdentity& through,
+                                                                             detail::Mechanism& mechanism,
+                                                                             BoundAllocation& allocation) {
+  auto taken = mechanism.take_for_release(
+      through, allocation.identity_, allocation.slot_,
       record_of(allocation.identity_.binding.id, allocation.ptr_, allocation.bytes_, allocation.align_));
-  if (!operation) return fail(ExplicitReleaseError(std::move(operation.error()), std::move(allocation)));
-  // The request carries the allocation's own binding, which pins its mechanism.
-  return PreparedAllocationRelease(std::move(allocation.binding_), allocation.identity_, allocation.ptr_,
-                                   allocation.bytes_, allocation.align_, std::move(*operation));
+  if (!taken) return fail(std::move(taken.error()));
+  // The request takes the allocation's own pin on its mechanism.
+  return PreparedAllocationRelease(std::move(allocation.binding_.mechanism_), allocation.identity_, allocation.slot_,
+                                   allocation.ptr_, allocation.bytes_, allocation.align_);
 }
 
 Expected<void, ExplicitReleaseError> MemoryBinding::release(BoundAllocation allocation) const {
@@ -98,7 +117,7 @@ Expected<std::pair<detail::ActiveOperation, ValidatedMemoryView>, BindingError> 
   auto operation = mechanism_->begin_active("using a view");
   if (!operation) return fail(operation.error());
   if (auto valid = mechanism_->validate(
-          identity_, view.identity_,
+          identity_, view.identity_, view.slot_,
           record_of(view.identity_.binding.id, view.allocation_ptr_, view.allocation_bytes_, view.align_),
           "using a view");
       !valid) {
@@ -131,13 +150,13 @@ Expected<BoundMemoryView, BindingError> BoundAllocation::view(std::size_t offset
     const std::size_t end = offset > SIZE_MAX - bytes ? SIZE_MAX : offset + bytes;
     return fail(BindingError::view_out_of_bounds(offset, end, bytes_));
   }
-  if (auto valid = binding_.mechanism_->validate(binding_.identity_, identity_,
+  if (auto valid = binding_.mechanism_->validate(binding_.identity_, identity_, slot_,
                                                  record_of(identity_.binding.id, ptr_, bytes_, align_),
                                                  "creating a view");
       !valid) {
     return fail(valid.error());
   }
-  return BoundMemoryView(binding_, identity_, ptr_, bytes_, align_, offset, bytes);
+  return BoundMemoryView(binding_, identity_, slot_, ptr_, bytes_, align_, offset, bytes);
 }
 
 }  // namespace ortmem

@@ -7,38 +7,37 @@ Mechanism::Mechanism(MechanismIdentity identity, DeviceKey device, MechanismCohe
     : identity_(identity), device_(device), coherence_(coherence), identities_(std::move(identities)),
       resources_(std::move(resources)) {}
 
-BindingError Mechanism::inactive_error(std::string_view operation) const {
-  if (lifecycle_ == MechanismLifecycle::kDeviceLost) return BindingError::device_lost(device_, loss_reason_);
-  return BindingError::inactive_mechanism(identity_, lifecycle_, operation);
-}
-
-ActiveOperation Mechanism::open_operation() noexcept {
-  active_operations_.fetch_add(1, std::memory_order_acq_rel);
-  return ActiveOperation(active_operations_);
+BindingError Mechanism::inactive_error(MechanismLifecycle lifecycle, std::string_view operation) {
+  if (lifecycle == MechanismLifecycle::kDeviceLost) {
+    // The reason was stored under this lock before the gate turned device-lost.
+    const std::lock_guard lock(mutex_);
+    return BindingError::device_lost(device_, loss_reason_);
+  }
+  return BindingError::inactive_mechanism(identity_, lifecycle, operation);
 }
 
 Expected<ActiveOperation, BindingError> Mechanism::begin_active(std::string_view operation) {
-  const std::lock_guard lock(mutex_);
-  if (lifecycle_ != MechanismLifecycle::kActive) return fail(inactive_error(operation));
-  // Counted under the lock, so a confirmation that saw the mechanism lost also
-  // sees every operation that started while it was active.
-  return open_operation();
+  // Counted in the same step that checks the lifecycle, so a confirmation that
+  // saw the mechanism lost also sees every operation that started while it
+  // was active, and a refused operation is never counted.
+  MechanismLifecycle refused_by{};
+  if (!gate_.try_open(false, refused_by)) return fail(inactive_error(refused_by, operation));
+  return gate_.adopt_opened();
 }
 
-Expected<void, BindingError> Mechanism::record(AllocationGeneration generation, const AllocationRecord& record) {
-  const std::lock_guard lock(mutex_);
-  try {
-    live_.emplace(generation.opaque().serial(), record);
-  } catch (const std::bad_alloc&) {
+Expected<RecordSlot, BindingError> Mechanism::record(AllocationGeneration generation, const AllocationRecord& record) {
+  const std::uint32_t home = RecordTable::home_shard();
+  RecordShard& shard = live_.shard(home);
+  std::optional<std::uint32_t> index;
+  {
+    const std::lock_guard lock(shard.mutex);
+    index = shard.insert(generation.opaque().serial(), record);
+  }
+  if (!index) {
     return fail(BindingError::memory(MemoryError::allocation_failed(
         device_.tier, record.bytes, "the registry ran out of host memory recording the allocation")));
   }
-  return {};
-}
-
-void Mechanism::forget(AllocationGeneration generation) noexcept {
-  const std::lock_guard lock(mutex_);
-  live_.erase(generation.opaque().serial());
+  return RecordSlot{home, *index};
 }
 
 namespace {
@@ -50,42 +49,72 @@ bool matches(const AllocationRecord& record, const AllocationRecord& expected) {
 
 }  // namespace
 
-Expected<void, BindingError> Mechanism::validate(const BindingIdentity& through, const AllocationIdentity& identity,
-                                                 const AllocationRecord& expected, std::string_view operation) {
+Check Mechanism::validate(const BindingIdentity& through, const AllocationIdentity& identity, RecordSlot slot,
+                          const AllocationRecord& expected, std::string_view operation) {
   // Another registry's allocation is foreign, not merely another binding's:
   // its ids may even collide with ours (BIND-001).
   if (identity.binding.id.issuer() != through.id.issuer()) return fail(BindingError::foreign_registry("allocation"));
   if (identity.binding.id != through.id) return fail(BindingError::binding_mismatch(through.id, identity.binding.id));
-  const std::lock_guard lock(mutex_);
-  if (lifecycle_ != MechanismLifecycle::kActive) return fail(inactive_error(operation));
-  const auto found = live_.find(identity.generation.opaque().serial());
-  if (found == live_.end() || !matches(found->second, expected)) return fail(BindingError::stale_allocation(identity));
-  return {};
+  RecordShard& shard = live_.shard(slot.shard);
+  MechanismLifecycle lifecycle{};
+  bool live = false;
+  {
+    // The gate is read under the shard lock: termination turns the gate
+    // before it clears each shard under its lock, so a record found here was
+    // live while the lifecycle read here held.
+    const std::lock_guard lock(shard.mutex);
+    lifecycle = gate_.load().lifecycle;
+    if (lifecycle == MechanismLifecycle::kActive) {
+      const AllocationRecord* found = shard.find(slot.index, identity.generation.opaque().serial());
+      live = found != nullptr && matches(*found, expected);
+    }
+  }
+  // Errors are built with no shard lock held (a device-lost error takes the mechanism lock).
+  if (lifecycle != MechanismLifecycle::kActive) return fail(inactive_error(lifecycle, operation));
+  if (!live) return fail(BindingError::stale_allocation(identity));
+  return Passed{};
 }
 
-Expected<ActiveOperation, BindingError> Mechanism::take_for_release(const BindingIdentity& through,
-                                                                    const AllocationIdentity& identity,
-                                                                    const AllocationRecord& expected) {
+Check Mechanism::take_for_release(const BindingIdentity& through, const AllocationIdentity& identity,
+                                  RecordSlot slot, const AllocationRecord& expected) {
   // As in validate(): a handle of another registry is refused as foreign (BIND-001).
   if (identity.binding.id.issuer() != through.id.issuer()) return fail(BindingError::foreign_registry("allocation"));
   if (identity.binding.id != through.id) return fail(BindingError::binding_mismatch(through.id, identity.binding.id));
-  const std::lock_guard lock(mutex_);
-  if (lifecycle_ != MechanismLifecycle::kActive && lifecycle_ != MechanismLifecycle::kRetired) {
-    return fail(inactive_error("preparing a release"));
+  RecordShard& shard = live_.shard(slot.shard);
+  MechanismLifecycle lifecycle{};
+  {
+    // The lifecycle is read under the shard lock that the count is raised
+    // under. A confirmation reads the gate (device-lost) and then each shard's
+    // count under its lock, so a take either finished before that read and is
+    // counted, or reads the gate after it and is refused.
+    const std::lock_guard lock(shard.mutex);
+    // Lifecycle before staleness, as the refusals are ranked.
+    lifecycle = gate_.load().lifecycle;
+    if (lifecycle == MechanismLifecycle::kActive || lifecycle == MechanismLifecycle::kRetired) {
+      const AllocationRecord* found = shard.find(slot.index, identity.generation.opaque().serial());
+      if (found == nullptr || !matches(*found, expected)) return fail(BindingError::stale_allocation(identity));
+      // Removing the record under this lock is what makes release exactly-once:
+      // a second racer finds nothing and is told its metadata is stale.
+      shard.erase(slot.index);
+      shard.queued.fetch_add(1, std::memory_order_relaxed);
+      return Passed{};
+    }
   }
-  const auto found = live_.find(identity.generation.opaque().serial());
-  if (found == live_.end() || !matches(found->second, expected)) return fail(BindingError::stale_allocation(identity));
-  // Removing the record under this lock is what makes release exactly-once:
-  // a second racer finds nothing and is told its metadata is stale.
-  live_.erase(found);
-  ++queued_;
-  return open_operation();
+  return fail(inactive_error(lifecycle, "preparing a release"));
 }
 
-Mechanism::Gate Mechanism::release_gate() {
-  const std::lock_guard lock(mutex_);
-  if (poisoned_) return Gate::kPoisoned;
-  switch (lifecycle_) {
+std::size_t Mechanism::queued_releases() {
+  std::size_t queued = 0;
+  for (RecordShard& shard : live_.shards()) {
+    const std::lock_guard shard_lock(shard.mutex);
+    queued += shard.queued.load(std::memory_order_acquire);
+  }
+  return queued;
+}
+
+Mechanism::Gate Mechanism::release_gate() const noexcept {
+  if (poisoned_.load(std::memory_order_acquire)) return Gate::kPoisoned;
+  switch (gate_.load().lifecycle) {
     case MechanismLifecycle::kActive:
     case MechanismLifecycle::kRetired: return Gate::kAllowed;
     case MechanismLifecycle::kDeviceLost: return Gate::kDeviceLost;
@@ -94,76 +123,102 @@ Mechanism::Gate Mechanism::release_gate() {
   return Gate::kPoisoned;
 }
 
-void Mechanism::settle_released() noexcept {
-  const std::lock_guard lock(mutex_);
-  --queued_;
+void Mechanism::settle_released(RecordSlot slot) noexcept {
+  live_.shard(slot.shard).queued.fetch_sub(1, std::memory_order_acq_rel);
 }
 
-void Mechanism::settle_quarantined(const QuarantinedAllocation& record) noexcept {
+void Mechanism::settle_quarantined(RecordSlot slot, const QuarantinedAllocation& record) noexcept {
+  // Recorded before the request stops counting as queued (and active), so
+  // nobody sees the mechanism quiescent in between.
+  record_quarantine(record);
+  settle_released(slot);
+}
+
+void Mechanism::record_quarantine(const QuarantinedAllocation& record) noexcept {
   const std::lock_guard lock(mutex_);
-  --queued_;
-  if (lifecycle_ == MechanismLifecycle::kTerminated) return;  // termination already discharged it
+  if (gate_.load().lifecycle == MechanismLifecycle::kTerminated) return;  // termination already discharged it
   ++quarantined_count_;
   quarantined_bytes_ += record.retained_bytes;
   try {
     quarantined_.emplace(record.identity.generation.opaque().serial(), record);
   } catch (const std::bad_alloc&) {
     // The counts above still say ownership is retained; the list cannot.
-    poisoned_ = true;
+    poisoned_.store(true, std::memory_order_release);
   }
 }
 
 void Mechanism::retire() {
   const std::lock_guard lock(mutex_);
-  if (lifecycle_ == MechanismLifecycle::kActive) lifecycle_ = MechanismLifecycle::kRetired;
+  gate_.transition([](MechanismLifecycle from) { return from == MechanismLifecycle::kActive; },
+                   MechanismLifecycle::kRetired);
 }
 
 void Mechanism::invalidate(const std::shared_ptr<const std::string>& reason) {
   const std::lock_guard lock(mutex_);
-  if (lifecycle_ == MechanismLifecycle::kTerminated || lifecycle_ == MechanismLifecycle::kDeviceLost) return;
-  lifecycle_ = MechanismLifecycle::kDeviceLost;
+  const MechanismLifecycle lifecycle = gate_.load().lifecycle;
+  if (lifecycle == MechanismLifecycle::kTerminated || lifecycle == MechanismLifecycle::kDeviceLost) return;
+  // The reason first: whoever sees device-lost in the gate reads it under this lock.
   loss_reason_ = reason;
+  gate_.transition([](MechanismLifecycle from) { return from == MechanismLifecycle::kActive ||
+                                                        from == MechanismLifecycle::kRetired; },
+                   MechanismLifecycle::kDeviceLost);
 }
 
 Expected<void, BindingError> Mechanism::check_terminable(ProviderContextIdentity context) {
-  const std::lock_guard lock(mutex_);
-  if (lifecycle_ == MechanismLifecycle::kTerminated) return {};
-  if (lifecycle_ != MechanismLifecycle::kDeviceLost) {
-    return fail(BindingError::inactive_mechanism(identity_, lifecycle_,
+  // Lifecycle and count are read in one load, as under one lock.
+  const LifecycleGate::State state = gate_.load();
+  if (state.lifecycle == MechanismLifecycle::kTerminated) return {};
+  if (state.lifecycle != MechanismLifecycle::kDeviceLost) {
+    return fail(BindingError::inactive_mechanism(identity_, state.lifecycle,
                                                  "confirming termination before the device was invalidated"));
   }
-  const std::size_t active = active_operations_.load(std::memory_order_acquire);
+  // Device-lost refuses new operations and new prepared releases, so once
+  // both read zero they stay zero.
+  const std::size_t active = state.active + queued_releases();
   if (active != 0) return fail(BindingError::context_not_quiescent(context, active));
   return {};
 }
 
 void Mechanism::terminate() {
   const std::lock_guard lock(mutex_);
-  lifecycle_ = MechanismLifecycle::kTerminated;
-  // The context is gone, and with it every byte these records describe.
-  live_.clear();
+  gate_.transition([](MechanismLifecycle) { return true; }, MechanismLifecycle::kTerminated);
+  // The context is gone, and with it every byte these records describe. The
+  // gate turned first, so a shard reader that finds a record still saw it live.
+  for (RecordShard& shard : live_.shards()) {
+    const std::lock_guard shard_lock(shard.mutex);
+    shard.clear();
+  }
   quarantined_.clear();
   quarantined_count_ = 0;
   quarantined_bytes_ = 0;
 }
 
-MechanismLifecycle Mechanism::lifecycle() {
-  const std::lock_guard lock(mutex_);
-  return lifecycle_;
-}
+MechanismLifecycle Mechanism::lifecycle() { return gate_.load().lifecycle; }
 
 MechanismSnapshot Mechanism::snapshot() {
   const std::lock_guard lock(mutex_);
+  // The gate is read before the shards: an operation that records stays
+  // counted in the gate until its shard is updated, and a request leaves its
+  // record's live count and enters its queued count in one step, so the live,
+  // queued and active figures can never all read zero while one is under way.
+  const LifecycleGate::State state = gate_.load();
+  std::size_t live = 0;
+  std::size_t queued = 0;
+  for (RecordShard& shard : live_.shards()) {
+    const std::lock_guard shard_lock(shard.mutex);
+    live += shard.live();
+    queued += shard.queued.load(std::memory_order_acquire);
+  }
   return MechanismSnapshot{
       .identity = identity_,
       .device = device_,
       .provider_context = context(),
       .authority = authority(),
       .coherence = coherence_,
-      .lifecycle = lifecycle_,
-      .live_allocations = live_.size(),
-      .active_operations = active_operations_.load(std::memory_order_acquire),
-      .queued_releases = queued_,
+      .lifecycle = state.lifecycle,
+      .live_allocations = live,
+      .active_operations = state.active + queued,
+      .queued_releases = queued,
       .quarantined_allocations = quarantined_count_,
       .quarantined_bytes = quarantined_bytes_,
   };

@@ -1,10 +1,22 @@
 // mechanism.hpp (internal): one registered allocator, its records and its
-// lifecycle, guarded by the per-mechanism lock.
+// lifecycle.
 //
-// The mechanism lock protects lifecycle, live allocation records, the queued
-// count and quarantined ownership. It is never held together with the
-// registry lock and never across a callback: every method here either reads
-// or updates records and returns, and callers make allocator calls after.
+// The lifecycle and the count of in-flight operations live in one atomic word
+// (LifecycleGate), so opening an operation takes no lock. A prepared release
+// is an active operation too, but it is counted where its record was taken,
+// as its shard's queued count: taking the record, checking the lifecycle and
+// counting the request are then one step under that shard's lock, and the
+// active count a snapshot or a confirmation reports is the gate's plus the
+// shards'. Live records live
+// in a sharded RecordTable; a shard's lock is held while a record is checked
+// or taken AND the gate is read or opened, so "the lifecycle allowed it and
+// the record matched" is one step, exactly as under a single lock. The
+// mechanism lock guards the lifecycle transitions (with the loss reason),
+// quarantined ownership and the poisoned flag. Lock order: the mechanism lock
+// may be held while a shard lock is taken, never the reverse. No lock here is
+// held together with the registry lock or across a callback: every method
+// either reads or updates records and returns, and callers make allocator
+// calls after.
 #pragma once
 
 #include <atomic>
@@ -21,7 +33,10 @@
 #include "ortmem/binding_error.hpp"
 #include "ortmem/binding_identity.hpp"
 #include "ortmem/detail/active_operation.hpp"
+#include "ortmem/detail/record_slot.hpp"
 #include "ortmem/mechanism_snapshot.hpp"
+#include "lifecycle_gate.hpp"
+#include "record_table.hpp"
 
 namespace ortmem::detail {
 
@@ -34,14 +49,11 @@ struct RegisteredResource {
   std::shared_ptr<const void> resource;
 };
 
-// What a live record must match: a handle whose address, size or alignment
-// differ from the record is stale, whatever its generation says.
-struct AllocationRecord {
-  BindingId binding;
-  std::uintptr_t address;
-  std::size_t bytes;
-  std::size_t align;
-};
+// What a check on the hot path returns when it passes. Not Expected<void,
+// BindingError>: for void, tl::expected value-initialises its storage, which
+// zeroes the whole (large) BindingError union on every successful call.
+struct Passed {};
+using Check = Expected<Passed, BindingError>;
 
 class Mechanism {
  public:
@@ -53,7 +65,7 @@ class Mechanism {
     std::shared_ptr<DeviceAllocator> allocator;
   };
 
-  // What a prepared release may do, read under the lock and acted on after.
+  // What a prepared release may do, read once and acted on after.
   enum class Gate : std::uint8_t { kAllowed, kDeviceLost, kTerminated, kPoisoned };
 
   Mechanism(MechanismIdentity identity, DeviceKey device, MechanismCoherence coherence, Resources resources,
@@ -72,22 +84,23 @@ class Mechanism {
 
   // Opens an operation if the mechanism is active; `operation` names it in refusals.
   [[nodiscard]] Expected<ActiveOperation, BindingError> begin_active(std::string_view operation);
-  // Records a new live allocation under `generation`.
-  [[nodiscard]] Expected<void, BindingError> record(AllocationGeneration generation, const AllocationRecord& record);
-  // Drops a record that was made but whose allocation is being undone.
-  void forget(AllocationGeneration generation) noexcept;
+  // Records a new live allocation under `generation`; returns where.
+  [[nodiscard]] Expected<RecordSlot, BindingError> record(AllocationGeneration generation,
+                                                          const AllocationRecord& record);
   // Checks that metadata still names its live record (mechanism active).
-  [[nodiscard]] Expected<void, BindingError> validate(const BindingIdentity& through,
-                                                      const AllocationIdentity& identity,
-                                                      const AllocationRecord& expected, std::string_view operation);
-  // Removes the live record exactly once and counts a queued release; refused
-  // (nothing changed) unless active or retired and the record matches.
-  [[nodiscard]] Expected<ActiveOperation, BindingError> take_for_release(const BindingIdentity& through,
+  [[nodiscard]] Check validate(const BindingIdentity& through, const AllocationIdentity& identity, RecordSlot slot,
+                               const AllocationRecord& expected, std::string_view operation);
+  // Removes the live record exactly once and counts a queued release, which
+  // is also an active operation until it settles; refused (nothing changed)
+  // unless active or retired and the record matches.
+  [[nodiscard]] Check take_for_release(const BindingIdentity& through,
                                                                          const AllocationIdentity& identity,
+                                                                         RecordSlot slot,
                                                                          const AllocationRecord& expected);
-  [[nodiscard]] Gate release_gate();
-  void settle_released() noexcept;
-  void settle_quarantined(const QuarantinedAllocation& record) noexcept;
+  [[nodiscard]] Gate release_gate() const noexcept;
+  // Each settles one queued release; `slot` is where its record was taken from.
+  void settle_released(RecordSlot slot) noexcept;
+  void settle_quarantined(RecordSlot slot, const QuarantinedAllocation& record) noexcept;
 
   void retire();
   void invalidate(const std::shared_ptr<const std::string>& reason);
@@ -100,30 +113,35 @@ class Mechanism {
   [[nodiscard]] std::vector<QuarantinedAllocation> quarantined();
 
  private:
-  [[nodiscard]] BindingError inactive_error(std::string_view operation) const;
-  [[nodiscard]] ActiveOperation open_operation() noexcept;
+  // The refusal for an operation that found the mechanism `lifecycle`.
+  [[nodiscard]] BindingError inactive_error(MechanismLifecycle lifecycle, std::string_view operation);
+  void record_quarantine(const QuarantinedAllocation& record) noexcept;
+  // Unsettled prepared releases, summed over the shards under their locks.
+  [[nodiscard]] std::size_t queued_releases();
 
   const MechanismIdentity identity_;
   const DeviceKey device_;
   const MechanismCoherence coherence_;
   const std::shared_ptr<IdentityIssuer> identities_;
 
+  // On a cache line of its own (with the flag read beside it): every operation
+  // of every thread writes the gate, and sharing its line with the read-only
+  // fields above would make each of those reads a miss on the other core.
+  alignas(64) LifecycleGate gate_;
+  // Set when bookkeeping could not be completed (out of memory while
+  // recording): from then on releases settle as state-poisoned. Sticky, so
+  // it is read without the lock.
+  std::atomic<bool> poisoned_{false};
+  RecordTable live_;
+
   std::mutex mutex_;
-  MechanismLifecycle lifecycle_ = MechanismLifecycle::kActive;
+  // Set before the gate turns device-lost, under this lock.
   std::shared_ptr<const std::string> loss_reason_;
-  // Keyed by allocation generation serial (unique in the registry).
-  std::unordered_map<std::uint64_t, AllocationRecord> live_;
-  std::size_t queued_ = 0;
   std::unordered_map<std::uint64_t, QuarantinedAllocation> quarantined_;
   // Kept beside the map so a snapshot is O(1) and stays right even if
   // recording a quarantine entry ran out of memory.
   std::size_t quarantined_count_ = 0;
   std::uint64_t quarantined_bytes_ = 0;
-  // Set when bookkeeping could not be completed (out of memory while
-  // recording): from then on releases settle as state-poisoned.
-  bool poisoned_ = false;
-
-  std::atomic<std::size_t> active_operations_{0};
 
   // Last, so the allocator goes before the records (see Resources).
   Resources resources_;

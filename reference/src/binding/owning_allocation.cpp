@@ -80,23 +80,29 @@ Expected<BoundAllocation, OwningReleaseError> OwningAllocation::take() && {
 
 Expected<BoundAllocation, OwningReleaseError> OwningAllocation::into_bound() && { return std::move(*this).take(); }
 
-Expected<PreparedAllocationRelease, OwningReleaseError> OwningAllocation::prepare_release() && {
-  auto views = views_;
-  auto allocation = std::move(*this).take();
-  if (!allocation) return fail(std::move(allocation.error()));
-  auto prepared = MemoryBinding::prepare_owned(std::move(*allocation));
-  if (!prepared) {
-    // Refused before anything changed: rebuild the same owner, views and all.
-    BindingError error = prepared.error().error();
-    return fail(OwningReleaseError(
-        std::move(error), OwningAllocation(std::move(prepared.error()).take_allocation(), std::move(views))));
+Expected<PreparedAllocationRelease, BindingError> OwningAllocation::prepare_in_place() {
+  if (const std::size_t views = outstanding_views(); views != 0) {
+    return fail(BindingError::outstanding_views(identity(), views));
   }
+  // Prepared through the allocation's own binding, in place: the metadata
+  // moves once, into the request, and only if the record was taken.
+  BoundAllocation& allocation = *allocation_;
+  auto prepared =
+      MemoryBinding::take_record(allocation.binding_.identity_, *allocation.binding_.mechanism_, allocation);
+  if (prepared) allocation_.reset();
+  return prepared;
+}
+
+Expected<PreparedAllocationRelease, OwningReleaseError> OwningAllocation::prepare_release() && {
+  auto prepared = prepare_in_place();
+  // Refused before anything changed: this same owner, views and all, goes back.
+  if (!prepared) return fail(OwningReleaseError(std::move(prepared.error()), std::move(*this)));
   return std::move(*prepared);
 }
 
 Expected<AllocationReleaseOutcome, OwningReleaseError> OwningAllocation::release_now() && {
-  auto prepared = std::move(*this).prepare_release();
-  if (!prepared) return fail(std::move(prepared.error()));
+  auto prepared = prepare_in_place();
+  if (!prepared) return fail(OwningReleaseError(std::move(prepared.error()), std::move(*this)));
   return std::move(*prepared).execute();
 }
 
@@ -110,8 +116,8 @@ Expected<DeferredReleaseDisposition, OwningReleaseError> OwningAllocation::relea
   // allocation live and releasable, which is only true before prepare.
   auto pin = queue.pin_context();
   if (!pin) return fail(OwningReleaseError(BindingError::deferred_refused(pin.error()), std::move(*this)));
-  auto prepared = std::move(*this).prepare_release();
-  if (!prepared) return fail(std::move(prepared.error()));
+  auto prepared = prepare_in_place();
+  if (!prepared) return fail(OwningReleaseError(std::move(prepared.error()), std::move(*this)));
   const AllocationIdentity identity = prepared->identity();
   // No registry or mechanism lock is held here.
   auto queued = queue.enqueue(std::move(*prepared), std::move(*pin));

@@ -3,29 +3,29 @@
 
 namespace ortmem {
 
-PreparedAllocationRelease::PreparedAllocationRelease(MemoryBinding binding, AllocationIdentity identity, void* ptr,
-                                                     std::size_t bytes, std::size_t align,
-                                                     detail::ActiveOperation operation) noexcept
-    : binding_(std::move(binding)), identity_(identity), ptr_(ptr), bytes_(bytes), align_(align),
-      operation_(std::move(operation)) {}
+PreparedAllocationRelease::PreparedAllocationRelease(std::shared_ptr<detail::Mechanism> mechanism,
+                                                     AllocationIdentity identity,
+                                                     detail::RecordSlot slot, void* ptr, std::size_t bytes,
+                                                     std::size_t align) noexcept
+    : mechanism_(std::move(mechanism)), identity_(identity), slot_(slot), ptr_(ptr), bytes_(bytes), align_(align),
+      armed_(true) {}
 
 PreparedAllocationRelease::PreparedAllocationRelease(PreparedAllocationRelease&& other) noexcept
-    : binding_(std::move(other.binding_)), identity_(other.identity_), ptr_(other.ptr_), bytes_(other.bytes_),
-      align_(other.align_), operation_(std::move(other.operation_)) {
-  other.operation_.reset();
+    : mechanism_(std::move(other.mechanism_)), identity_(other.identity_), slot_(other.slot_), ptr_(other.ptr_),
+      bytes_(other.bytes_), align_(other.align_), armed_(std::exchange(other.armed_, false)) {
 }
 
 PreparedAllocationRelease& PreparedAllocationRelease::operator=(PreparedAllocationRelease&& other) noexcept {
   if (this != &other) {
     if (is_armed()) (void)settle_quarantined(ReleaseAccounting::eager(bytes_), AllocationReleaseState::kQuarantined,
                                              QuarantineReason::of(QuarantineReason::Kind::kAbandonedRequest), bytes_);
-    binding_ = std::move(other.binding_);
+    mechanism_ = std::move(other.mechanism_);
     identity_ = other.identity_;
+    slot_ = other.slot_;
     ptr_ = other.ptr_;
     bytes_ = other.bytes_;
     align_ = other.align_;
-    operation_ = std::move(other.operation_);
-    other.operation_.reset();
+    armed_ = std::exchange(other.armed_, false);
   }
   return *this;
 }
@@ -44,19 +44,19 @@ AllocationReleaseOutcome PreparedAllocationRelease::settle_quarantined(ReleaseAc
                                                                        QuarantineReason reason,
                                                                        std::uint64_t retained_bytes) noexcept {
   const ResidualOwnership residual{state, reason, retained_bytes, reinterpret_cast<std::uintptr_t>(ptr_), align_};
-  binding_.mechanism_->settle_quarantined(QuarantinedAllocation{identity_, residual.address, bytes_, align_, state,
+  mechanism_->settle_quarantined(slot_, QuarantinedAllocation{identity_, residual.address, bytes_, align_, state,
                                                                 reason, retained_bytes});
   disarm();
   return AllocationReleaseOutcome::quarantined(accounting, residual);
 }
 
-void PreparedAllocationRelease::disarm() noexcept { operation_.reset(); }
+void PreparedAllocationRelease::disarm() noexcept { armed_ = false; }
 
 AllocationReleaseOutcome PreparedAllocationRelease::execute() && noexcept {
   using Gate = detail::Mechanism::Gate;
   using Kind = QuarantineReason::Kind;
   const ReleaseAccounting nothing_unmapped = ReleaseAccounting::eager(bytes_);
-  switch (binding_.mechanism_->release_gate()) {
+  switch (mechanism_->release_gate()) {
     case Gate::kAllowed: break;
     case Gate::kDeviceLost:
       return settle_quarantined(nothing_unmapped, AllocationReleaseState::kDeviceLost,
@@ -69,10 +69,10 @@ AllocationReleaseOutcome PreparedAllocationRelease::execute() && noexcept {
                                 QuarantineReason::of(Kind::kStatePoisoned), bytes_);
   }
   // No lock is held: the allocator may take its own locks or re-enter the registry.
-  AllocationReleaseOutcome outcome = binding_.mechanism_->allocator().release(ptr_, bytes_, align_);
+  AllocationReleaseOutcome outcome = mechanism_->allocator().release(ptr_, bytes_, align_);
   switch (outcome.kind()) {
     case AllocationReleaseOutcome::Kind::kComplete:
-      binding_.mechanism_->settle_released();
+      mechanism_->settle_released(slot_);
       disarm();
       return outcome;
     case AllocationReleaseOutcome::Kind::kQuarantined: {

@@ -34,9 +34,11 @@ Expected<void, DeferredEnqueueError> HostDeferredReleaseQueue::enqueue(PreparedA
   }
   if (rejection) return fail(DeferredEnqueueError(*rejection, std::move(request)));
   try {
-    entries_.push_back(Entry{stream_->submitted(), std::move(request), std::move(pin)});
+    // Built in place: a request is large, and every move of it is a copy.
+    entries_.emplace_back(stream_->submitted(), request, pin);
   } catch (const std::bad_alloc&) {
-    // push_back is all-or-nothing, so the request is still ours to hand back.
+    // emplace_back is all-or-nothing (the deque's storage is allocated before
+    // the entry is built), so the request is still ours to hand back.
     return fail(DeferredEnqueueError(DeferredEnqueueRejection::kRefused, std::move(request)));
   }
   return {};
@@ -57,20 +59,22 @@ std::size_t HostDeferredReleaseQueue::poll() noexcept {
   if (!executing.owns_lock()) return 0;
   std::size_t ran = 0;
   const std::uint64_t completed = stream_->completed();
+  bool settled = false;
   for (;;) {
-    std::optional<Entry> entry;
-    {
-      const std::lock_guard lock(mutex_);
-      if (entries_.empty() || entries_.front().fence > completed) break;
-      entry.emplace(std::move(entries_.front()));
-      entries_.pop_front();
-    }
+    std::unique_lock lock(mutex_);
+    // The previous request settled and its pin went (at the end of the last
+    // round, with no lock held): count it in the critical section that takes
+    // the next one.
+    if (settled) ++executed_;
+    if (entries_.empty() || entries_.front().fence > completed) break;
+    Entry entry(std::move(entries_.front()));
+    entries_.pop_front();
+    lock.unlock();
     // Outside the bookkeeping lock: the allocator may call back into this queue.
-    (void)std::move(entry->request).execute();
-    entry.reset();  // the pin goes only now, after the request settled
+    (void)std::move(entry.request).execute();
     ++ran;
-    const std::lock_guard lock(mutex_);
-    ++executed_;
+    settled = true;
+    // `entry` goes here: the pin is released only now, after the request settled.
   }
   return ran;
 }

@@ -90,6 +90,94 @@ TEST_F(ConcurrencyTest, EightThreadsRacingToReleaseCopiesOfTheSameMetadataFreeEa
   EXPECT_TRUE(has_counts(snapshot(m), Counts{}));
 }
 
+// Live records are sharded by the thread that made them (record_table.hpp).
+// Here every thread makes records in its own shard, across several chunk
+// boundaries, while other threads validate and release them through their
+// slots and a reader sums the shards: each allocation is released exactly
+// once, by whichever thread wins, and the snapshot is exact once all settle.
+TEST_F(ConcurrencyTest, RecordsMadeOnOneThreadAreFoundAndReleasedExactlyOnceFromOthers) {
+  covers("REL-014", "REL-003", "LOCK-005");
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 1500;  // more than one chunk of slots per shard
+  const auto m = add();
+  const auto binding = bind(m);
+  std::vector<std::vector<BoundAllocation>> made(kThreads);
+  std::atomic<int> released{0};
+  std::atomic<int> stale{0};
+  std::atomic<int> other_errors{0};
+  std::atomic<bool> reading{true};
+
+  std::latch made_all(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto& mine = made[static_cast<std::size_t>(t)];
+      for (int i = 0; i < kPerThread; ++i) {
+        auto allocation = binding.allocate(16 + static_cast<std::size_t>(i % 5) * 16, 16);
+        if (!allocation) {
+          other_errors.fetch_add(1);
+          continue;
+        }
+        mine.push_back(*allocation);
+        // Free every third at once, so slots are reused while the shard grows.
+        if (i % 3 == 2) {
+          if (binding.release(mine.back())) released.fetch_add(1);
+          else other_errors.fetch_add(1);
+          mine.pop_back();
+        }
+      }
+      made_all.arrive_and_wait();
+      // Release the next thread's records, then race the one after that for
+      // the same records: one wins, the other finds them stale.
+      for (int round = 1; round <= 2; ++round) {
+        const auto& theirs = made[static_cast<std::size_t>((t + round) % kThreads)];
+        for (const BoundAllocation& allocation : theirs) {
+          if (auto view = allocation.view(0, 8); view) {
+            (void)binding.with_view(*view, [](ValidatedMemoryView validated) { EXPECT_NE(validated.data(), nullptr); });
+          }
+          auto prepared = binding.prepare_release(allocation);
+          if (prepared) {
+            EXPECT_TRUE(std::move(*prepared).execute().is_complete());
+            released.fetch_add(1);
+          } else if (prepared.error().error().kind() == Kind::kStaleAllocation) {
+            stale.fetch_add(1);
+          } else {
+            other_errors.fetch_add(1);
+          }
+        }
+      }
+    });
+  }
+  std::thread reader([&] {
+    while (reading.load()) {
+      const MechanismSnapshot seen = snapshot(m);
+      EXPECT_LE(seen.live_allocations + seen.queued_releases, static_cast<std::size_t>(kThreads * kPerThread));
+      std::this_thread::yield();
+    }
+  });
+  for (auto& thread : threads) thread.join();
+  reading.store(false);
+  reader.join();
+
+  EXPECT_EQ(released.load(), kThreads * kPerThread);
+  EXPECT_EQ(other_errors.load(), 0);
+  EXPECT_EQ(m.allocator->release_calls(), static_cast<std::size_t>(kThreads * kPerThread));
+  EXPECT_EQ(m.allocator->failed_releases(), 0U) << "an allocation was released twice";
+  EXPECT_TRUE(has_counts(snapshot(m), Counts{}));
+  // A slot freed above and reused by a newer allocation never makes old metadata current.
+  for (const auto& mine : made) {
+    for (const BoundAllocation& old : mine) {
+      auto again = binding.prepare_release(old);
+      ASSERT_FALSE(again);
+      EXPECT_EQ(again.error().error().kind(), Kind::kStaleAllocation);
+    }
+  }
+  auto fresh = binding.allocate(16, 16);
+  ASSERT_TRUE(fresh);
+  EXPECT_TRUE(has_counts(snapshot(m), Counts{.live = 1}));
+  EXPECT_TRUE(binding.release(*fresh));
+}
+
 TEST_F(ConcurrencyTest, RetireRacingSelectNeverLeavesTheRetiredMechanismSelected) {
   covers("TEAR-006");
   for (std::uint32_t round = 0; round < 100; ++round) {

@@ -2,7 +2,8 @@
 //
 // While one exists the mechanism is not quiescent: confirming its context's
 // termination fails with not-quiescent, and removal is refused. Allocator
-// callbacks, view callbacks and unsettled prepared releases each hold one, so
+// callbacks and view callbacks each hold one (an unsettled prepared release
+// counts the same, through its record shard's queued count instead), so
 // "nothing is running" can be checked without any lock held across a callback.
 // The mechanism must outlive the operation; every holder also holds a binding.
 #pragma once

@@ -67,6 +67,13 @@ class HostDeferredReleaseQueue final : public DeferredReleaseQueue {
 
  private:
   struct Entry {
+    // Takes the request and pin over (from the caller's lvalues, so enqueue
+    // can still hand them back if the entry's storage cannot be allocated).
+    Entry(std::uint64_t fence_, PreparedAllocationRelease& request_, ProviderContextPin& pin_) noexcept
+        : fence(fence_), request(std::move(request_)), pin(std::move(pin_)) {}
+    Entry(Entry&&) noexcept = default;
+    Entry& operator=(Entry&&) noexcept = default;
+
     std::uint64_t fence;
     PreparedAllocationRelease request;
     ProviderContextPin pin;  // released after the request settles

@@ -5,10 +5,11 @@
 #   bash scripts/gpu-check.sh [OUT_DIR]     # on the GPU machine: certify and benchmark
 #
 # --prepare builds the default preset and copies stripped binaries into
-# build/gpu-bundle (about 15 MiB), the one folder to carry to a machine with
+# build/gpu-bundle (about 8 MiB), the one folder to carry to a machine with
 # an NVIDIA GPU and driver. Nothing there needs a compiler, a package
-# registry or the CUDA toolkit: the runtime is linked in statically and the
-# driver is reached at run time.
+# registry or the CUDA toolkit: the runtime is linked in statically, the
+# driver is reached at run time, and the one shared library Debian gives only
+# as such (Google Benchmark) is copied in.
 #
 # The check writes to OUT_DIR (default $OUT, else build/gpu-check):
 #   environment.txt       nvidia-smi and driver facts
@@ -32,6 +33,10 @@ if [[ ${1:-} == --prepare ]]; then
   for binary in build/default/ortmem-cts build/default/reference/bench/ortmem_cuda_bench \
                 build/default/reference/tests/ortmem_reference_tests; do
     strip -o "$bundle/$(basename "$binary")" "$binary"
+  done
+  # Debian ships Google Benchmark as a shared library only: it travels too.
+  for library in $(ldd build/default/reference/bench/ortmem_cuda_bench | awk '/libbenchmark/ {print $3}'); do
+    cp -L "$library" "$bundle/"
   done
   echo "bundle ready: $bundle ($(du -sh "$bundle" | cut -f1)); carry it and run: bash scripts/gpu-check.sh"
   exit 0
@@ -70,7 +75,7 @@ timeout 30 "$bundle/ortmem_reference_tests" --gtest_filter='Cuda*:WithoutADevice
   --gtest_output="json:$out/reference-cuda.json" >>"$log" 2>&1 || { say "   FAILED"; status=1; }
 
 say "== CUDA benchmarks"
-timeout 120 "$bundle/ortmem_cuda_bench" --benchmark_repetitions=3 --benchmark_min_time=0.2 \
+LD_LIBRARY_PATH=$bundle${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 120 "$bundle/ortmem_cuda_bench" --benchmark_repetitions=3 --benchmark_min_time=0.2 \
   --benchmark_report_aggregates_only=true --benchmark_out="$out/cuda-bench.json" \
   --benchmark_out_format=json >>"$log" 2>&1 || say "   the benchmarks did not finish (exit $?)"
 if [[ -s $out/cuda-bench.json ]] && command -v python3 >/dev/null; then

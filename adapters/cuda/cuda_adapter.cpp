@@ -2,6 +2,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <unistd.h>
+
 #include <condition_variable>
 #include <mutex>
 #include <stdexcept>
@@ -50,7 +52,10 @@ class CudaContext final : public cts::ContextUnderTest {
 };
 
 // Work on the stream that lasts until the suite signals it: a host function
-// waiting on a gate. Host functions may block but must not call CUDA.
+// waiting on a gate. Host functions may block but must not call CUDA. Each
+// host function holds its gate, so a queue destroyed while its stream still
+// waits (after a simulated device loss, when nothing synchronizes) frees
+// nothing the stream's thread is about to read.
 class StreamGate {
  public:
   void open() {
@@ -58,8 +63,10 @@ class StreamGate {
     open_ = true;
     opened_.notify_all();
   }
-  static void wait(void* gate) {
-    auto& self = *static_cast<StreamGate*>(gate);
+  // `holder` is a heap std::shared_ptr<StreamGate>, released here.
+  static void wait(void* holder) {
+    const std::unique_ptr<std::shared_ptr<StreamGate>> gate(static_cast<std::shared_ptr<StreamGate>*>(holder));
+    StreamGate& self = **gate;
     std::unique_lock lock(self.mutex_);
     self.opened_.wait(lock, [&] { return self.open_; });
   }
@@ -84,8 +91,12 @@ class CudaQueue final : public cts::QueueUnderTest {
 
   DeferredReleaseQueue& queue() override { return queue_; }
   void record_use() override {
-    gates_.push_back(std::make_unique<StreamGate>());
-    check(cudaLaunchHostFunc(stream(), &StreamGate::wait, gates_.back().get()), "cudaLaunchHostFunc");
+    gates_.push_back(std::make_shared<StreamGate>());
+    auto* holder = new std::shared_ptr<StreamGate>(gates_.back());
+    if (const cudaError_t error = cudaLaunchHostFunc(stream(), &StreamGate::wait, holder); error != cudaSuccess) {
+      delete holder;
+      check(error, "cudaLaunchHostFunc");
+    }
   }
   void signal_fences() override {
     for (auto& gate : gates_) gate->open();
@@ -105,18 +116,28 @@ class CudaQueue final : public cts::QueueUnderTest {
 
   std::shared_ptr<cuda::CudaProviderContext> context_;
   cuda::CudaDeferredReleaseQueue queue_;
-  std::vector<std::unique_ptr<StreamGate>> gates_;
+  std::vector<std::shared_ptr<StreamGate>> gates_;
   bool device_lost_ = false;
 };
 
 class CudaMemory final : public cts::MemoryAccess {
  public:
   void fill(void* ptr, std::size_t bytes, std::uint8_t value) override {
-    if (bytes != 0) check(cudaMemset(ptr, value, bytes), "cudaMemset");
+    // CUDA cannot be used in a forked child (the kit's SM-008 probe forks):
+    // end the child with a failure rather than a fault it did not observe.
+    if (::getpid() != creator_) ::_exit(4);
+    if (bytes == 0) return;
+    // cudaMemset returns before the device writes; a decommit or release
+    // right after must not race the write, so wait for it (this stream only).
+    check(cudaMemsetAsync(ptr, value, bytes, nullptr), "cudaMemsetAsync");
+    check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize");
   }
   void read(const void* ptr, std::span<std::uint8_t> out) override {
     if (!out.empty()) check(cudaMemcpy(out.data(), ptr, out.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
   }
+
+ private:
+  const pid_t creator_ = ::getpid();
 };
 
 class CudaAdapter : public cts::Adapter {

@@ -23,7 +23,10 @@ std::string_view driver_call_name(DriverCall call) noexcept {
 
 namespace {
 
-enum class Granule : std::uint8_t { kUnmapped, kCommitted, kShared };
+// kOrphaned: still mapped after a failed call could not take its mapping
+// back. Not committed memory (no access is promised), never committed over,
+// and unmapped and given back with the rest of the allocation.
+enum class Granule : std::uint8_t { kUnmapped, kCommitted, kShared, kOrphaned };
 
 DriverFault injected(DriverCall call) { return DriverFault{driver_call_name(call), "injected failure (fault plan)"}; }
 
@@ -55,8 +58,8 @@ struct CudaVirtualAllocator::PrefixMemory {
 struct CudaVirtualAllocator::Region {
   struct Slot {
     Granule state = Granule::kUnmapped;
-    PhysicalHandle handle = 0;  // committed: its own; shared: the prefix's
-    std::shared_ptr<PrefixMemory> prefix;  // shared only
+    PhysicalHandle handle = 0;  // the prefix's when `prefix` is set, else this region's own
+    std::shared_ptr<PrefixMemory> prefix;  // set for granules of a shared prefix
   };
   DevicePtr address = 0;  // aligned to max(align, granularity)
   std::size_t bytes = 0;
@@ -142,17 +145,16 @@ Expected<void, DriverFault> CudaVirtualAllocator::release_handle(PhysicalHandle 
   return driver_->release(handle);
 }
 
-Expected<void, DriverFault> CudaVirtualAllocator::map_granule(DevicePtr address, PhysicalHandle handle, Access access) {
+Expected<void, DriverFault> CudaVirtualAllocator::map_granule(DevicePtr address, PhysicalHandle handle, Access access,
+                                                              bool& stuck) {
+  stuck = false;
   if (fails(DriverCall::kMemMap)) return fail(injected(DriverCall::kMemMap));
   if (auto mapped = driver_->map(address, granularity_, handle); !mapped) return mapped;
   auto accessible = fails(DriverCall::kMemSetAccess) ? Expected<void, DriverFault>(fail(injected(DriverCall::kMemSetAccess)))
                                                      : driver_->set_access(address, granularity_, access);
-  // A mapping nobody may access is still a mapping: take it back. Should
-  // that fail too, the caller is told the map failed while it is in fact
-  // still mapped, so the unmap is retried by release (the slot stays mapped).
-  if (!accessible && !driver_->unmap(address, granularity_)) {
-    return fail(DriverFault{"cuMemUnmap", "could not take back a mapping whose access was refused"});
-  }
+  // A mapping nobody may access is still a mapping: take it back. If even
+  // that fails, the caller must record the granule as still mapped.
+  if (!accessible && !unmap(address, granularity_)) stuck = true;
   return accessible;
 }
 
@@ -206,6 +208,10 @@ Expected<void, MemoryError> CudaVirtualAllocator::commit_locked(Region& region, 
     if (region.slots[g].state == Granule::kShared) {
       return fail(invalid(bytes, "the range overlaps a read-only shared prefix mapping"));
     }
+    if (region.slots[g].state == Granule::kOrphaned) {
+      return fail(invalid(bytes, "the range overlaps a granule an earlier failure left mapped without access; "
+                                 "release the allocation to give it back"));
+    }
   }
   std::vector<std::size_t> mapped_now;
   mapped_now.reserve(span.count);
@@ -213,19 +219,32 @@ Expected<void, MemoryError> CudaVirtualAllocator::commit_locked(Region& region, 
     Region::Slot& slot = region.slots[g];
     if (slot.state != Granule::kUnmapped) continue;
     auto handle = driver_->create(granularity_);
+    bool stuck = false;
     Expected<void, DriverFault> mapped = handle ? map_granule(region.granule_address(g, granularity_), *handle,
-                                                              Access::kReadWrite)
+                                                              Access::kReadWrite, stuck)
                                                 : Expected<void, DriverFault>(fail(handle.error()));
     if (!mapped) {
-      if (handle && !release_handle(*handle)) region.stranded.push_back(*handle);
+      bool clean = !stuck;
+      if (stuck) {
+        slot = Region::Slot{Granule::kOrphaned, *handle, nullptr};
+      } else if (handle && !release_handle(*handle)) {
+        region.stranded.push_back(*handle);
+      }
       // Transactional: take back, newest first, what this call mapped.
       for (auto it = mapped_now.rbegin(); it != mapped_now.rend(); ++it) {
         Region::Slot& done = region.slots[*it];
-        if (!unmap(region.granule_address(*it, granularity_), granularity_)) continue;  // still mapped: release unmaps it
+        if (!unmap(region.granule_address(*it, granularity_), granularity_)) {
+          done.state = Granule::kOrphaned;
+          clean = false;
+          continue;
+        }
         if (!release_handle(done.handle)) region.stranded.push_back(done.handle);
         done = Region::Slot{};
       }
-      return fail(driver_failed(bytes, mapped.error(), "the granules this commit mapped were taken back"));
+      return fail(driver_failed(bytes, mapped.error(),
+                                clean ? "the granules this commit mapped were taken back"
+                                      : "a granule could not be taken back: it stays mapped without access until "
+                                        "the allocation is released"));
     }
     slot.state = Granule::kCommitted;
     slot.handle = *handle;
@@ -314,10 +333,15 @@ Expected<std::uint64_t, MemoryError> CudaVirtualAllocator::decommit_allocation_r
       bool rolled_back = true;
       for (std::size_t j = i; j-- > 0;) {
         Region::Slot& slot = region->slots[victims[j]];
-        if (map_granule(region->granule_address(victims[j], granularity_), slot.handle, Access::kReadWrite)) continue;
+        bool stuck = false;
+        if (map_granule(region->granule_address(victims[j], granularity_), slot.handle, Access::kReadWrite, stuck)) continue;
+        rolled_back = false;
+        if (stuck) {
+          slot.state = Granule::kOrphaned;
+          continue;
+        }
         region->stranded.push_back(slot.handle);
         slot = Region::Slot{};
-        rolled_back = false;
       }
       return fail(driver_failed(bytes, unmapped.error(),
                                 rolled_back ? "nothing was changed"
@@ -385,8 +409,8 @@ AllocationReleaseOutcome CudaVirtualAllocator::release_locked(Region& region) {
     still_mapped -= run_bytes;
     for (std::size_t g = run.first; g < run.end(); ++g) {
       Region::Slot& slot = region.slots[g];
-      // A shared granule's handle belongs to its prefix, freed with its last holder.
-      if (slot.state == Granule::kCommitted && !release_handle(slot.handle)) region.stranded.push_back(slot.handle);
+      // A prefix granule's handle belongs to the prefix, freed with its last holder.
+      if (!slot.prefix && !release_handle(slot.handle)) region.stranded.push_back(slot.handle);
       slot = Region::Slot{};
     }
   }
@@ -434,7 +458,9 @@ Expected<std::unique_ptr<SharedDevicePrefix>, MemoryError> CudaVirtualAllocator:
     if (!window) return fail(driver_failed(bytes, window.error(), "no prefix was created"));
     memory->window = *window;
     for (std::size_t g = 0; g < count; ++g) {
-      if (auto mapped = map_granule(*window + g * granularity_, memory->handles[g], Access::kReadWrite); !mapped) {
+      bool stuck = false;
+      if (auto mapped = map_granule(*window + g * granularity_, memory->handles[g], Access::kReadWrite, stuck); !mapped) {
+        if (stuck) ++memory->mapped_granules;  // so the memory's teardown unmaps it too
         return fail(driver_failed(bytes, mapped.error(), "no prefix was created"));
       }
       ++memory->mapped_granules;
@@ -486,13 +512,26 @@ Expected<SharedPrefixCommitInfo, MemoryError> CudaVirtualAllocator::commit_share
     }
     for (std::size_t i = 0; i < count; ++i) {
       Region::Slot& slot = region.slots[first + i];
-      if (auto mapped = map_granule(region.granule_address(first + i, granularity_), memory->handles[i], Access::kReadOnly);
+      bool stuck = false;
+      if (auto mapped =
+              map_granule(region.granule_address(first + i, granularity_), memory->handles[i], Access::kReadOnly, stuck);
           !mapped) {
+        bool clean = !stuck;
+        if (stuck) slot = Region::Slot{Granule::kOrphaned, memory->handles[i], memory};
         // Take back, newest first, the granules of this prefix mapped so far.
         for (std::size_t j = i; j-- > 0;) {
-          if (unmap(region.granule_address(first + j, granularity_), granularity_)) region.slots[first + j] = Region::Slot{};
+          Region::Slot& done = region.slots[first + j];
+          if (unmap(region.granule_address(first + j, granularity_), granularity_)) {
+            done = Region::Slot{};
+          } else {
+            done.state = Granule::kOrphaned;
+            clean = false;
+          }
         }
-        return fail(driver_failed(prefix.mapped_bytes(), mapped.error(), "the prefix was not mapped"));
+        return fail(driver_failed(prefix.mapped_bytes(), mapped.error(),
+                                  clean ? "the prefix was not mapped"
+                                        : "a prefix granule could not be taken back: it stays mapped without "
+                                          "access until the allocation is released"));
       }
       slot = Region::Slot{Granule::kShared, memory->handles[i], memory};
     }

@@ -133,6 +133,25 @@ TEST_F(CudaVirtualAllocatorTest, AFailedDecommitMapsBackWhatItUnmappedWithTheByt
   expect_nothing_held();
 }
 
+TEST_F(CudaVirtualAllocatorTest, AMappingThatCannotBeTakenBackIsOrphanedNotForgotten) {
+  covers("VB-002", "ALLOC-017");
+  void* ptr = committed(2 * kGranule, {});
+  ASSERT_NE(ptr, nullptr);
+  // The second granule maps, its access is refused, and taking it back fails too.
+  faults_->fail_nth(DriverCall::kMemSetAccess, 2);
+  faults_->fail_nth(DriverCall::kMemUnmap, 1);
+  auto done = allocator_->commit_allocation_range(ptr, 2 * kGranule, 64, 0, 2 * kGranule);
+  faults_->clear();
+  ASSERT_FALSE(done);
+  EXPECT_NE(done.error().reason().find("could not be taken back"), std::string::npos) << done.error().message();
+  EXPECT_EQ(allocator_->allocation_committed_bytes(ptr, 2 * kGranule, 64), 0U) << "an orphan counted as committed";
+  EXPECT_EQ(driver_->mappings(), 1U) << "the orphaned mapping is still there, and known";
+  EXPECT_FALSE(allocator_->commit_allocation_range(ptr, 2 * kGranule, 64, kGranule, 1)) << "committed over an orphan";
+  const auto outcome = allocator_->release(ptr, 2 * kGranule, 64);
+  ASSERT_TRUE(outcome.is_complete()) << outcome.describe();
+  expect_nothing_held();
+}
+
 TEST_F(CudaVirtualAllocatorTest, AFirstRunThatWillNotUnmapIsFailedWithNothingChanged) {
   covers("ALLOC-018");
   void* ptr = committed(2 * kGranule, {{0, 2 * kGranule}});

@@ -14,7 +14,9 @@
 // Decommit unmaps only granules no committed byte still needs; if an unmap
 // fails, the granules already unmapped are mapped back (rolled back). A
 // handle that cannot be remapped or released is stranded: the allocation is
-// damaged, and its release will report it quarantined with that residual.
+// damaged, and its release will report it quarantined with that residual. A
+// granule whose failed mapping cannot even be taken back is orphaned: mapped
+// without access, never committed over, given back with the allocation.
 //
 // Release unmaps one contiguous run of mapped granules at a time, releasing
 // each run's handles after its unmap succeeded:
@@ -111,8 +113,10 @@ class CudaVirtualAllocator final : public DeviceAllocator, public VirtualBacking
   [[nodiscard]] Expected<void*, MemoryError> reserve(std::size_t bytes, std::size_t align);
   [[nodiscard]] Expected<void, MemoryError> commit_locked(Region& region, std::size_t offset, std::size_t bytes);
   [[nodiscard]] AllocationReleaseOutcome release_locked(Region& region);
-  // Maps `handle` at `address` with `access`; on failure nothing stays mapped.
-  [[nodiscard]] Expected<void, DriverFault> map_granule(DevicePtr address, PhysicalHandle handle, Access access);
+  // Maps `handle` at `address` with `access`. On failure nothing stays mapped,
+  // unless `stuck` says the mapping could not be taken back.
+  [[nodiscard]] Expected<void, DriverFault> map_granule(DevicePtr address, PhysicalHandle handle, Access access,
+                                                        bool& stuck);
   [[nodiscard]] Expected<void, DriverFault> unmap(DevicePtr address, std::size_t bytes);
   [[nodiscard]] Expected<void, DriverFault> release_handle(PhysicalHandle handle);
   [[nodiscard]] bool fails(DriverCall call) const noexcept;

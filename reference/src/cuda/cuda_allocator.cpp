@@ -74,8 +74,10 @@ Expected<std::shared_ptr<CudaAllocator>, MemoryError> CudaAllocator::create(int 
   return std::shared_ptr<CudaAllocator>(new CudaAllocator(ordinal, stream));
 }
 
+// Frees no block: one still recorded was either never released by its owner
+// or is quarantined by the registry, which must never be freed (it may still
+// be in use on a stream, or its device may be gone). The context reclaims it.
 CudaAllocator::~CudaAllocator() {
-  for (const auto& [address, block] : live_) (void)free_block(block.base);
   if (stream_ != nullptr) (void)cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
 

@@ -6,7 +6,12 @@ CudaDeferredReleaseQueue::CudaDeferredReleaseQueue(std::shared_ptr<ProviderConte
                                                    std::shared_ptr<StreamFences> fences, Options options)
     : context_(std::move(context)), fences_(std::move(fences)), capacity_(options.capacity) {}
 
-CudaDeferredReleaseQueue::~CudaDeferredReleaseQueue() = default;
+CudaDeferredReleaseQueue::~CudaDeferredReleaseQueue() {
+  // Pending requests abandon themselves (quarantine) as the entries go; their
+  // fences go back to the pool, unless the device is lost and must not be touched.
+  if (device_lost_) return;
+  for (const Entry& entry : entries_) fences_->discard(entry.fence);
+}
 
 Expected<ProviderContextPin, ProviderContextPinError> CudaDeferredReleaseQueue::pin_context() noexcept {
   return context_->pin();
@@ -77,18 +82,16 @@ std::size_t CudaDeferredReleaseQueue::poll() noexcept {
       (void)mark_device_lost();
       break;
     }
-    std::optional<Entry> entry;
-    {
-      const std::lock_guard lock(mutex_);
-      if (entries_.empty() || entries_.front().fence != head) break;  // settled by device loss meanwhile
-      entry.emplace(std::move(entries_.front()));
-      entries_.pop_front();
-    }
-    fences_->discard(entry->fence);
+    std::unique_lock lock(mutex_);
+    if (entries_.empty() || entries_.front().fence != head) break;  // settled by device loss meanwhile
+    Entry entry = std::move(entries_.front());
+    entries_.pop_front();
+    lock.unlock();
+    fences_->discard(entry.fence);
     // Outside the bookkeeping lock: the allocator may call back into this queue.
-    (void)std::move(entry->request).execute();
-    entry.reset();  // the pin goes only now, after the request settled
+    (void)std::move(entry.request).execute();
     ++ran;
+    // The pin goes only now, with `entry`, after the request settled.
   }
   return ran;
 }

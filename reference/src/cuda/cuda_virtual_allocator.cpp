@@ -118,11 +118,12 @@ CudaVirtualAllocator::CudaVirtualAllocator(std::shared_ptr<VmmDriver> driver, Op
     : driver_(std::move(driver)), granularity_(driver_->granularity()), device_(options.device),
       faults_(std::move(options.faults)) {}
 
-CudaVirtualAllocator::~CudaVirtualAllocator() {
-  for (auto& [address, region] : regions_) {
-    if (!region->retired && region->stranded.empty()) (void)release_locked(*region);
-  }
-}
+// Gives nothing back. A region still here was either never released by its
+// owner or is quarantined by the registry (owner dropped, enqueue refused,
+// device lost), and the allocator cannot tell which: quarantined memory must
+// never be freed, and after device loss the driver must not be called. The
+// driver reclaims what is left with the context.
+CudaVirtualAllocator::~CudaVirtualAllocator() = default;
 
 bool CudaVirtualAllocator::fails(DriverCall call) const noexcept { return faults_ && faults_->should_fail(call); }
 

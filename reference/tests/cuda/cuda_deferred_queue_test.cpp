@@ -99,6 +99,17 @@ TEST_F(CudaDeferredQueueTest, PassedFencesAreDiscardedAndPendingOnesAreOnlyQueri
   EXPECT_TRUE(has_counts(snapshot(m_), Counts{}));
 }
 
+TEST_F(CudaDeferredQueueTest, ADestroyedQueueAbandonsItsRequestsAndReturnsTheirFences) {
+  covers("DQ-013");
+  (void)stream_->submit();
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(owner().release_deferred(*queue_));
+  queue_.reset();
+  EXPECT_EQ(fences_->discarded(), 2U) << "the pending requests' events were not handed back";
+  EXPECT_EQ(m_.allocator->release_calls(), 0U) << "an abandoned request was freed";
+  EXPECT_EQ(context_->outstanding_pins(), 0U);
+  EXPECT_EQ(snapshot(m_).quarantined_allocations, 2U);
+}
+
 TEST_F(CudaDeferredQueueTest, ConcurrentEnqueueAndPollRunEachRequestOnce) {
   covers("DQ-002", "DQ-011");
   constexpr int kPerThread = 200;

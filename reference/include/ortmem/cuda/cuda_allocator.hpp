@@ -38,7 +38,7 @@ class CudaAllocator final : public DeviceAllocator {
  public:
   // Fails with the reason when the device cannot be used.
   [[nodiscard]] static Expected<std::shared_ptr<CudaAllocator>, MemoryError> create(int ordinal);
-  // Frees what is still live; does not wait for the device.
+  // Frees no block (what is left may be quarantined); does not wait for the device.
   ~CudaAllocator() override;
   CudaAllocator(const CudaAllocator&) = delete;
   CudaAllocator& operator=(const CudaAllocator&) = delete;

@@ -60,7 +60,7 @@ class CudaVirtualAllocator final : public DeviceAllocator, public VirtualBacking
   // Refuses a driver whose granularity is not a power of two.
   [[nodiscard]] static Expected<std::shared_ptr<CudaVirtualAllocator>, MemoryError> create(
       std::shared_ptr<VmmDriver> driver, Options options);
-  // Releases what is still live; leaves quarantined ranges and stranded handles alone.
+  // Gives nothing back: what is left may be quarantined (see the .cpp).
   ~CudaVirtualAllocator() override;
   CudaVirtualAllocator(const CudaVirtualAllocator&) = delete;
   CudaVirtualAllocator& operator=(const CudaVirtualAllocator&) = delete;

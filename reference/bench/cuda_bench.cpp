@@ -31,6 +31,23 @@ bool has_device(benchmark::State& state) {
   return probed.has_value();
 }
 
+// One registry, context, authority and mechanism over a CudaAllocator, bound once.
+struct BoundCudaAllocator {
+  BoundCudaAllocator()
+      : registry(*BindingRegistry::create()),
+        context(*registry.register_provider_context(kDevice)),
+        authority(*registry.register_authority(kDevice)),
+        mechanism(*registry.register_allocator(context, authority, *CudaAllocator::create(kOrdinal))),
+        binding(*registry.bind(kDevice)) {}
+
+  static constexpr DeviceKey kDevice = DeviceKey::device(kOrdinal);
+  BindingRegistry registry;
+  RegisteredProviderContext context;
+  RegisteredAuthority authority;
+  RegisteredMechanism mechanism;
+  MemoryBinding binding;
+};
+
 void BM_CudaRawMallocFree(benchmark::State& state) {
   if (!has_device(state)) return;
   cudaSetDevice(kOrdinal);
@@ -62,16 +79,10 @@ BENCHMARK(BM_CudaAllocatorAllocRelease)->Arg(64);
 
 void BM_CudaOwningAllocRelease(benchmark::State& state) {
   if (!has_device(state)) return;
-  std::shared_ptr<DeviceAllocator> allocator = *CudaAllocator::create(kOrdinal);
-  auto registry = *BindingRegistry::create();
-  const DeviceKey device = DeviceKey::device(kOrdinal);
-  auto context = *registry.register_provider_context(device);
-  auto authority = *registry.register_authority(device);
-  (void)*registry.register_allocator(context, authority, allocator);
-  auto binding = *registry.bind(device);
+  BoundCudaAllocator bound;
   const auto bytes = static_cast<std::size_t>(state.range(0));
   for (auto _ : state) {
-    auto owner = binding.allocate_owning(bytes, 256);
+    auto owner = bound.binding.allocate_owning(bytes, 256);
     benchmark::DoNotOptimize(std::move(*owner).release_now());
   }
   state.SetItemsProcessed(state.iterations());
@@ -135,17 +146,11 @@ BENCHMARK(BM_CudaRawEventRecordQuery);
 // then poll until it ran.
 void BM_CudaDeferredEnqueueDrain(benchmark::State& state) {
   if (!has_device(state)) return;
-  std::shared_ptr<DeviceAllocator> allocator = *CudaAllocator::create(kOrdinal);
-  auto registry = *BindingRegistry::create();
-  const DeviceKey device = DeviceKey::device(kOrdinal);
-  auto context = *registry.register_provider_context(device);
-  auto authority = *registry.register_authority(device);
-  (void)*registry.register_allocator(context, authority, allocator);
-  auto binding = *registry.bind(device);
-  auto provider = *CudaProviderContext::create(context.identity, kOrdinal);
+  BoundCudaAllocator bound;
+  auto provider = *CudaProviderContext::create(bound.context.identity, kOrdinal);
   CudaDeferredReleaseQueue queue(provider, std::make_shared<CudaEventFences>(kOrdinal, provider->stream()));
   for (auto _ : state) {
-    auto owner = binding.allocate_owning(64, 256);
+    auto owner = bound.binding.allocate_owning(64, 256);
     auto disposition = std::move(*owner).release_deferred(queue);
     if (!disposition || !disposition->is_queued()) return state.SkipWithError("the queue refused the request");
     // The fence needs nothing but the stream's earlier work: it passes within

@@ -31,6 +31,7 @@ class OpaqueIdentity {
 
  private:
   friend class IdentityIssuer;
+  friend class IdentityBlock;
   constexpr OpaqueIdentity(std::uint64_t issuer, std::uint64_t serial) noexcept
       : issuer_(issuer), serial_(serial) {}
   std::uint64_t issuer_ = 0;
@@ -73,6 +74,33 @@ struct IdentityExhausted {
 };
 
 // Issues identities for one registry. Thread-safe and lock-free.
+// A run of serials an issuer reserved for one holder, which hands them out
+// itself without touching the issuer's shared counter (a record shard issues
+// allocation generations this way, under its own lock). Serials from a block
+// are as unique as any other; they increase within the block, not across
+// blocks of different holders. Not thread-safe: its holder serialises it.
+class IdentityBlock {
+ public:
+  constexpr IdentityBlock() noexcept = default;
+
+  // The next identity of the block, or nothing once it is used up.
+  template <class Id>
+  [[nodiscard]] bool take(Id& identity) noexcept {
+    if (next_ == end_) return false;
+    identity = Id(OpaqueIdentity(issuer_, next_++));
+    return true;
+  }
+
+ private:
+  friend class IdentityIssuer;
+  constexpr IdentityBlock(std::uint64_t issuer, std::uint64_t first, std::uint64_t end) noexcept
+      : issuer_(issuer), next_(first), end_(end) {}
+
+  std::uint64_t issuer_ = 0;
+  std::uint64_t next_ = 0;
+  std::uint64_t end_ = 0;
+};
+
 class IdentityIssuer {
  public:
   // Takes the next process-wide issuer number; fails only when those run out.
@@ -96,6 +124,10 @@ class IdentityIssuer {
     if (!opaque) return fail(opaque.error());
     return Id(*opaque);
   }
+
+  // Reserves up to `wanted` consecutive serials (fewer only near exhaustion),
+  // or reports exhaustion when none are left.
+  [[nodiscard]] Expected<IdentityBlock, IdentityExhausted> reserve(std::uint64_t wanted) noexcept;
 
   // Whether `identity` came from this issuer (not foreign).
   template <class Tag>

@@ -1,5 +1,6 @@
 #include "ortmem/identity.hpp"
 
+#include <algorithm>
 #include <limits>
 
 namespace ortmem {
@@ -8,13 +9,30 @@ namespace {
 // Issuer numbers are process-wide so identities from two registries never compare equal.
 std::atomic<std::uint64_t> next_issuer{1};
 
-// Takes the next value of `counter`, refusing (rather than wrapping) at the top.
-Expected<std::uint64_t, IdentityExhausted> take_next(std::atomic<std::uint64_t>& counter) noexcept {
+// A run [first, end) of values of `counter`.
+struct Taken {
+  std::uint64_t first;
+  std::uint64_t end;
+};
+
+// Takes up to `wanted` (at least 1) consecutive values of `counter`, refusing
+// (rather than wrapping) at the top: the maximum itself is never handed out,
+// so a counter that reached it stays exhausted.
+Expected<Taken, IdentityExhausted> take_run(std::atomic<std::uint64_t>& counter, std::uint64_t wanted) noexcept {
+  constexpr std::uint64_t kTop = std::numeric_limits<std::uint64_t>::max();
   std::uint64_t value = counter.load(std::memory_order_relaxed);
+  std::uint64_t granted = 0;
   do {
-    if (value == 0 || value == std::numeric_limits<std::uint64_t>::max()) return fail(IdentityExhausted{});
-  } while (!counter.compare_exchange_weak(value, value + 1, std::memory_order_relaxed));
-  return value;
+    if (value == 0 || value == kTop) return fail(IdentityExhausted{});
+    granted = std::min(wanted, kTop - value);
+  } while (!counter.compare_exchange_weak(value, value + granted, std::memory_order_relaxed));
+  return Taken{value, value + granted};
+}
+
+Expected<std::uint64_t, IdentityExhausted> take_next(std::atomic<std::uint64_t>& counter) noexcept {
+  auto taken = take_run(counter, 1);
+  if (!taken) return fail(taken.error());
+  return taken->first;
 }
 
 template <class Tag>
@@ -45,6 +63,12 @@ Expected<OpaqueIdentity, IdentityExhausted> IdentityIssuer::next() noexcept {
   auto serial = take_next(next_);
   if (!serial) return fail(serial.error());
   return OpaqueIdentity(issuer_, *serial);
+}
+
+Expected<IdentityBlock, IdentityExhausted> IdentityIssuer::reserve(std::uint64_t wanted) noexcept {
+  auto taken = take_run(next_, wanted == 0 ? 1 : wanted);
+  if (!taken) return fail(taken.error());
+  return IdentityBlock(issuer_, taken->first, taken->end);
 }
 
 std::string to_string(ProviderContextIdentity identity) { return render("context", identity); }

@@ -20,11 +20,9 @@ MemoryBinding::MemoryBinding(BindingIdentity identity, std::shared_ptr<detail::M
 
 Expected<MemoryBinding::Recorded, BindingError> MemoryBinding::record_allocation(void* ptr, std::size_t bytes,
                                                                                 std::size_t align) const {
-  auto generation = mechanism_->identities().issue<AllocationGeneration>();
-  if (!generation) return fail(BindingError::identity_exhausted());
-  auto slot = mechanism_->record(*generation, record_of(identity_.id, ptr, bytes, align));
-  if (!slot) return fail(std::move(slot.error()));
-  return Recorded{*generation, *slot, ptr};
+  auto recorded = mechanism_->record(record_of(identity_.id, ptr, bytes, align));
+  if (!recorded) return fail(std::move(recorded.error()));
+  return Recorded{recorded->generation, recorded->slot, ptr};
 }
 
 BoundAllocation MemoryBinding::metadata(const Recorded& recorded, std::size_t bytes, std::size_t align) const {

@@ -25,19 +25,28 @@ Expected<ActiveOperation, BindingError> Mechanism::begin_active(std::string_view
   return gate_.adopt_opened();
 }
 
-Expected<RecordSlot, BindingError> Mechanism::record(AllocationGeneration generation, const AllocationRecord& record) {
+Expected<Mechanism::Recorded, BindingError> Mechanism::record(const AllocationRecord& record) {
   const std::uint32_t home = RecordTable::home_shard();
   RecordShard& shard = live_.shard(home);
+  AllocationGeneration generation;
   std::optional<std::uint32_t> index;
   {
-    const std::lock_guard lock(shard.mutex);
+    const std::lock_guard lock(shard.guard);
+    // Generations come from the shard's own block of serials, so the
+    // registry's shared counter is touched once per block, not per allocation.
+    if (!shard.generations.take(generation)) {
+      auto block = identities_->reserve(RecordShard::kGenerationBlock);
+      if (!block) return fail(BindingError::identity_exhausted());
+      shard.generations = *block;
+      (void)shard.generations.take(generation);
+    }
     index = shard.insert(generation.opaque().serial(), record);
   }
   if (!index) {
     return fail(BindingError::memory(MemoryError::allocation_failed(
         device_.tier, record.bytes, "the registry ran out of host memory recording the allocation")));
   }
-  return RecordSlot{home, *index};
+  return Recorded{generation, RecordSlot{home, *index}};
 }
 
 namespace {
@@ -62,7 +71,7 @@ Check Mechanism::validate(const BindingIdentity& through, const AllocationIdenti
     // The gate is read under the shard lock: termination turns the gate
     // before it clears each shard under its lock, so a record found here was
     // live while the lifecycle read here held.
-    const std::lock_guard lock(shard.mutex);
+    const std::lock_guard lock(shard.guard);
     lifecycle = gate_.load().lifecycle;
     if (lifecycle == MechanismLifecycle::kActive) {
       const AllocationRecord* found = shard.find(slot.index, identity.generation.opaque().serial());
@@ -87,7 +96,7 @@ Check Mechanism::take_for_release(const BindingIdentity& through, const Allocati
     // under. A confirmation reads the gate (device-lost) and then each shard's
     // count under its lock, so a take either finished before that read and is
     // counted, or reads the gate after it and is refused.
-    const std::lock_guard lock(shard.mutex);
+    const std::lock_guard lock(shard.guard);
     // Lifecycle before staleness, as the refusals are ranked.
     lifecycle = gate_.load().lifecycle;
     if (lifecycle == MechanismLifecycle::kActive || lifecycle == MechanismLifecycle::kRetired) {
@@ -96,7 +105,7 @@ Check Mechanism::take_for_release(const BindingIdentity& through, const Allocati
       // Removing the record under this lock is what makes release exactly-once:
       // a second racer finds nothing and is told its metadata is stale.
       shard.erase(slot.index);
-      shard.queued.fetch_add(1, std::memory_order_relaxed);
+      ++shard.queued;
       return Passed{};
     }
   }
@@ -106,8 +115,8 @@ Check Mechanism::take_for_release(const BindingIdentity& through, const Allocati
 std::size_t Mechanism::queued_releases() {
   std::size_t queued = 0;
   for (RecordShard& shard : live_.shards()) {
-    const std::lock_guard shard_lock(shard.mutex);
-    queued += shard.queued.load(std::memory_order_acquire);
+    const std::lock_guard shard_lock(shard.guard);
+    queued += shard.queued;
   }
   return queued;
 }
@@ -124,7 +133,9 @@ Mechanism::Gate Mechanism::release_gate() const noexcept {
 }
 
 void Mechanism::settle_released(RecordSlot slot) noexcept {
-  live_.shard(slot.shard).queued.fetch_sub(1, std::memory_order_acq_rel);
+  RecordShard& shard = live_.shard(slot.shard);
+  const std::lock_guard lock(shard.guard);
+  --shard.queued;
 }
 
 void Mechanism::settle_quarantined(RecordSlot slot, const QuarantinedAllocation& record) noexcept {
@@ -185,7 +196,7 @@ void Mechanism::terminate() {
   // The context is gone, and with it every byte these records describe. The
   // gate turned first, so a shard reader that finds a record still saw it live.
   for (RecordShard& shard : live_.shards()) {
-    const std::lock_guard shard_lock(shard.mutex);
+    const std::lock_guard shard_lock(shard.guard);
     shard.clear();
   }
   quarantined_.clear();
@@ -205,9 +216,9 @@ MechanismSnapshot Mechanism::snapshot() {
   std::size_t live = 0;
   std::size_t queued = 0;
   for (RecordShard& shard : live_.shards()) {
-    const std::lock_guard shard_lock(shard.mutex);
+    const std::lock_guard shard_lock(shard.guard);
     live += shard.live();
-    queued += shard.queued.load(std::memory_order_acquire);
+    queued += shard.queued;
   }
   return MechanismSnapshot{
       .identity = identity_,

@@ -7,16 +7,15 @@
 // as its shard's queued count: taking the record, checking the lifecycle and
 // counting the request are then one step under that shard's lock, and the
 // active count a snapshot or a confirmation reports is the gate's plus the
-// shards'. Live records live
-// in a sharded RecordTable; a shard's lock is held while a record is checked
-// or taken AND the gate is read or opened, so "the lifecycle allowed it and
-// the record matched" is one step, exactly as under a single lock. The
-// mechanism lock guards the lifecycle transitions (with the loss reason),
-// quarantined ownership and the poisoned flag. Lock order: the mechanism lock
-// may be held while a shard lock is taken, never the reverse. No lock here is
-// held together with the registry lock or across a callback: every method
-// either reads or updates records and returns, and callers make allocator
-// calls after.
+// shards'. Live records live in a sharded RecordTable; a shard's lock is held
+// while a record is checked or taken AND the gate is read or opened, so "the
+// lifecycle allowed it and the record matched" is one step, exactly as under
+// a single lock. The mechanism lock guards the lifecycle transitions (with
+// the loss reason), quarantined ownership and the poisoned flag. Lock order:
+// the mechanism lock may be held while a shard lock is taken, never the
+// reverse. No lock here is held together with the registry lock or across a
+// callback: every method either reads or updates records and returns, and
+// callers make allocator calls after.
 #pragma once
 
 #include <atomic>
@@ -79,14 +78,16 @@ class Mechanism {
   [[nodiscard]] ProviderContextIdentity context() const noexcept { return resources_.context->identity; }
   [[nodiscard]] AuthorityIdentity authority() const noexcept { return resources_.authority->identity; }
   [[nodiscard]] DeviceAllocator& allocator() const noexcept { return *resources_.allocator; }
-  // The registry's issuer, for allocation generations; outlives the registry with the mechanism.
-  [[nodiscard]] IdentityIssuer& identities() const noexcept { return *identities_; }
 
   // Opens an operation if the mechanism is active; `operation` names it in refusals.
   [[nodiscard]] Expected<ActiveOperation, BindingError> begin_active(std::string_view operation);
-  // Records a new live allocation under `generation`; returns where.
-  [[nodiscard]] Expected<RecordSlot, BindingError> record(AllocationGeneration generation,
-                                                          const AllocationRecord& record);
+  // A new live record: the generation that names it and where it is.
+  struct Recorded {
+    AllocationGeneration generation;
+    RecordSlot slot;
+  };
+  // Records a new live allocation under a generation never issued before.
+  [[nodiscard]] Expected<Recorded, BindingError> record(const AllocationRecord& record);
   // Checks that metadata still names its live record (mechanism active).
   [[nodiscard]] Check validate(const BindingIdentity& through, const AllocationIdentity& identity, RecordSlot slot,
                                const AllocationRecord& expected, std::string_view operation);
@@ -122,6 +123,8 @@ class Mechanism {
   const MechanismIdentity identity_;
   const DeviceKey device_;
   const MechanismCoherence coherence_;
+  // The registry's issuer, which the shards reserve allocation generations
+  // from; kept alive here because a mechanism can outlive its registry.
   const std::shared_ptr<IdentityIssuer> identities_;
 
   // On a cache line of its own (with the flag read beside it): every operation

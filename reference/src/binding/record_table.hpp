@@ -21,11 +21,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "ortmem/detail/record_slot.hpp"
+#include "ortmem/detail/spin_lock.hpp"
 #include "ortmem/identity.hpp"
 
 namespace ortmem::detail {
@@ -45,8 +45,9 @@ class alignas(64) RecordShard {
   RecordShard(const RecordShard&) = delete;
   RecordShard& operator=(const RecordShard&) = delete;
 
-  // Guards everything below; held only for bookkeeping.
-  std::mutex mutex;
+  // Guards everything below; held only for bookkeeping. A spin lock: a shard
+  // is its thread's own, so the lock is nearly always free.
+  SpinLock guard;
 
   // The record at `index` if it is live under `generation`, else null.
   [[nodiscard]] const AllocationRecord* find(std::uint32_t index, std::uint64_t generation) const noexcept;
@@ -58,11 +59,16 @@ class alignas(64) RecordShard {
   void clear() noexcept;
   [[nodiscard]] std::size_t live() const noexcept { return live_; }
 
+  // Generations for the records this shard stores, handed out under the
+  // lock; refilled from the registry's issuer kGenerationBlock at a time.
+  IdentityBlock generations;
+  static constexpr std::uint64_t kGenerationBlock = 256;
+
   // Prepared releases taken from this shard that have not settled (each is
-  // also an active operation of the mechanism). Raised under the lock in the
-  // step that takes the record; lowered without it when the request settles,
-  // after everything the settlement records: it only ever falls from then on.
-  std::atomic<std::size_t> queued{0};
+  // also an active operation of the mechanism). Raised in the step that takes
+  // the record; lowered when the request settles, after everything the
+  // settlement records.
+  std::size_t queued = 0;
 
  private:
   struct Slot {

@@ -1,6 +1,6 @@
 #include "ortmem/host/host_deferred_queue.hpp"
 
-#include <vector>
+#include <mutex>
 
 namespace ortmem::host {
 
@@ -37,8 +37,8 @@ Expected<void, DeferredEnqueueError> HostDeferredReleaseQueue::enqueue(PreparedA
     // Built in place: a request is large, and every move of it is a copy.
     entries_.emplace_back(stream_->submitted(), request, pin);
   } catch (const std::bad_alloc&) {
-    // emplace_back is all-or-nothing (the deque's storage is allocated before
-    // the entry is built), so the request is still ours to hand back.
+    // emplace_back is all-or-nothing (storage is allocated before the entry
+    // is built), so the request is still ours to hand back.
     return fail(DeferredEnqueueError(DeferredEnqueueRejection::kRefused, std::move(request)));
   }
   return {};
@@ -50,8 +50,7 @@ std::size_t HostDeferredReleaseQueue::pending() const noexcept {
 }
 
 std::size_t HostDeferredReleaseQueue::executed() const noexcept {
-  const std::lock_guard lock(mutex_);
-  return executed_;
+  return executed_.load(std::memory_order_acquire);
 }
 
 std::size_t HostDeferredReleaseQueue::poll() noexcept {
@@ -59,22 +58,20 @@ std::size_t HostDeferredReleaseQueue::poll() noexcept {
   if (!executing.owns_lock()) return 0;
   std::size_t ran = 0;
   const std::uint64_t completed = stream_->completed();
-  bool settled = false;
-  for (;;) {
+  for (bool more = true; more;) {
     std::unique_lock lock(mutex_);
-    // The previous request settled and its pin went (at the end of the last
-    // round, with no lock held): count it in the critical section that takes
-    // the next one.
-    if (settled) ++executed_;
     if (entries_.empty() || entries_.front().fence > completed) break;
-    Entry entry(std::move(entries_.front()));
-    entries_.pop_front();
+    Entry entry = entries_.pop_front();
+    // Whether the next one is ready too is read in the same critical section,
+    // so draining one request takes the lock once. A request enqueued after
+    // this read waits for the next poll, as one enqueued after poll() began may.
+    more = !entries_.empty() && entries_.front().fence <= completed;
     lock.unlock();
     // Outside the bookkeeping lock: the allocator may call back into this queue.
     (void)std::move(entry.request).execute();
+    entry.pin.reset();  // released only now, after the request settled
+    executed_.fetch_add(1, std::memory_order_acq_rel);
     ++ran;
-    settled = true;
-    // `entry` goes here: the pin is released only now, after the request settled.
   }
   return ran;
 }
@@ -85,15 +82,19 @@ void HostDeferredReleaseQueue::close() noexcept {
 }
 
 std::size_t HostDeferredReleaseQueue::mark_device_lost() noexcept {
-  std::deque<Entry> lost;
+  detail::ReusableFifo<Entry> lost;
   {
     const std::lock_guard lock(mutex_);
     device_lost_ = true;
     lost.swap(entries_);
   }
-  for (Entry& entry : lost) (void)std::move(entry.request).quarantine_device_lost();
-  // Destroying the entries releases the pins, each after its request settled.
-  return lost.size();
+  std::size_t settled = 0;
+  while (!lost.empty()) {
+    // The pin goes with the entry, after its request settled.
+    (void)lost.pop_front().request.quarantine_device_lost();
+    ++settled;
+  }
+  return settled;
 }
 
 }  // namespace ortmem::host

@@ -23,12 +23,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <atomic>
 #include <memory>
-#include <mutex>
 #include <optional>
 
 #include "ortmem/deferred.hpp"
+#include "ortmem/detail/reusable_fifo.hpp"
+#include "ortmem/detail/spin_lock.hpp"
 #include "ortmem/host/host_stream.hpp"
 
 namespace ortmem::host {
@@ -85,13 +86,15 @@ class HostDeferredReleaseQueue final : public DeferredReleaseQueue {
 
   // Guards the entries and flags; held only for bookkeeping, never while a
   // request executes.
-  mutable std::mutex mutex_;
-  std::deque<Entry> entries_;
+  mutable detail::SpinLock mutex_;
+  detail::ReusableFifo<Entry> entries_;
   bool closed_ = false;
   bool device_lost_ = false;
-  std::size_t executed_ = 0;
-  // Held while requests execute, so two pollers cannot reorder the FIFO.
-  std::mutex executing_;
+  // Raised after each request settled and its pin went; read without the lock.
+  std::atomic<std::size_t> executed_{0};
+  // Held while requests execute, so two pollers cannot reorder the FIFO. Only
+  // ever tried, never waited for: a second poller returns at once.
+  detail::SpinLock executing_;
 };
 
 }  // namespace ortmem::host

@@ -335,7 +335,8 @@ class QueueWrapper : public QueueUnderTest, public DeferredReleaseQueue {
   Expected<ProviderContextPin, ProviderContextPinError> pin_context() noexcept override {
     return inner_.queue().pin_context();
   }
-  Expected<void, DeferredEnqueueError> enqueue(PreparedAllocationRelease request, ProviderContextPin pin) noexcept override {
+  Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(
+      PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept override {
     return inner_.queue().enqueue(std::move(request), std::move(pin));
   }
   std::size_t pending() const noexcept override { return const_cast<HostQueue&>(inner_).queue().pending(); }
@@ -349,10 +350,11 @@ class QueueWrapper : public QueueUnderTest, public DeferredReleaseQueue {
 class DroppingQueue final : public QueueWrapper {
  public:
   using QueueWrapper::QueueWrapper;
-  Expected<void, DeferredEnqueueError> enqueue(PreparedAllocationRelease request, ProviderContextPin pin) noexcept override {
+  Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(
+      PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept override {
     // A refused request is destroyed with the error here: dropped, not handed back.
     [[maybe_unused]] auto queued = inner_.queue().enqueue(std::move(request), std::move(pin));
-    return {};
+    return DeferredEnqueued{};
   }
 };
 
@@ -360,9 +362,10 @@ class DroppingQueue final : public QueueWrapper {
 class LifoQueue final : public QueueWrapper {
  public:
   using QueueWrapper::QueueWrapper;
-  Expected<void, DeferredEnqueueError> enqueue(PreparedAllocationRelease request, ProviderContextPin pin) noexcept override {
+  Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(
+      PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept override {
     held_.push_back({std::move(request), std::move(pin)});
-    return {};
+    return DeferredEnqueued{};
   }
   std::size_t drain() override {
     std::size_t ran = 0;
@@ -387,7 +390,8 @@ class LifoQueue final : public QueueWrapper {
 class BlockingQueue final : public QueueWrapper {
  public:
   using QueueWrapper::QueueWrapper;
-  Expected<void, DeferredEnqueueError> enqueue(PreparedAllocationRelease request, ProviderContextPin pin) noexcept override {
+  Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(
+      PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept override {
     while (!signalled_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return QueueWrapper::enqueue(std::move(request), std::move(pin));
   }

@@ -189,7 +189,8 @@ class ReenteringQueue final : public DeferredReleaseQueue {
  public:
   ReenteringQueue(DeferredReleaseQueue& inner, RegistryHarness& harness) : inner_(inner), harness_(harness) {}
   Expected<ProviderContextPin, ProviderContextPinError> pin_context() noexcept override { return inner_.pin_context(); }
-  Expected<void, DeferredEnqueueError> enqueue(PreparedAllocationRelease request, ProviderContextPin pin) noexcept override {
+  Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(
+      PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept override {
     reentered_snapshot = harness_.snapshot().queued_releases == 1;
     reentered_registry = !harness_.registry.snapshots().empty();
     return inner_.enqueue(std::move(request), std::move(pin));

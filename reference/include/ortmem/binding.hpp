@@ -28,6 +28,7 @@
 #include "ortmem/binding_error.hpp"
 #include "ortmem/binding_identity.hpp"
 #include "ortmem/detail/active_operation.hpp"
+#include "ortmem/detail/check.hpp"
 #include "ortmem/detail/record_slot.hpp"
 #include "ortmem/expected.hpp"
 #include "ortmem/mechanism_snapshot.hpp"
@@ -96,6 +97,7 @@ class MemoryBinding {
  private:
   friend class BindingRegistry;
   friend class BoundAllocation;
+  friend class BoundMemoryView;
   friend class BoundSharedMapping;
   friend class BoundVirtualBacking;
   friend class OwningAllocation;
@@ -116,6 +118,10 @@ class MemoryBinding {
   // call it on their own metadata in place, so a release moves it only once.
   [[nodiscard]] static Expected<PreparedAllocationRelease, BindingError> take_record(
       const BindingIdentity& through, detail::Mechanism& mechanism, BoundAllocation& allocation);
+  // Only takes the live record: `allocation` still describes it, for a caller
+  // that settles the release in place (release_now builds no request at all).
+  [[nodiscard]] static detail::Check take_live_record(const BindingIdentity& through, detail::Mechanism& mechanism,
+                                                      const BoundAllocation& allocation);
 
   // Validates the view and opens an active operation for the callback's duration.
   [[nodiscard]] Expected<std::pair<detail::ActiveOperation, ValidatedMemoryView>, BindingError> open_view(
@@ -144,7 +150,8 @@ class MemoryBinding {
 class BoundAllocation {
  public:
   [[nodiscard]] const AllocationIdentity& identity() const noexcept { return identity_; }
-  [[nodiscard]] const MemoryBinding& binding() const noexcept { return binding_; }
+  // The binding that made it (a new handle on the same binding).
+  [[nodiscard]] MemoryBinding binding() const noexcept { return MemoryBinding(identity_.binding, mechanism_); }
   [[nodiscard]] void* data() const noexcept { return ptr_; }
   [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
   [[nodiscard]] std::size_t alignment() const noexcept { return align_; }
@@ -158,11 +165,13 @@ class BoundAllocation {
   friend class MemoryBinding;
   friend class OwningAllocation;
   friend class PreparedAllocationRelease;
-  BoundAllocation(MemoryBinding binding, AllocationIdentity identity, detail::RecordSlot slot, void* ptr,
-                  std::size_t bytes, std::size_t align) noexcept
-      : binding_(std::move(binding)), identity_(identity), slot_(slot), ptr_(ptr), bytes_(bytes), align_(align) {}
+  BoundAllocation(std::shared_ptr<detail::Mechanism> mechanism, const AllocationIdentity& identity,
+                  detail::RecordSlot slot, void* ptr, std::size_t bytes, std::size_t align) noexcept
+      : mechanism_(std::move(mechanism)), identity_(identity), slot_(slot), ptr_(ptr), bytes_(bytes), align_(align) {}
 
-  MemoryBinding binding_;
+  // The binding's mechanism, pinned as a MemoryBinding pins it. The binding
+  // itself is named in identity_.binding: a handle carries one copy of it.
+  std::shared_ptr<detail::Mechanism> mechanism_;
   AllocationIdentity identity_;
   // Where the mechanism keeps the live record (a lookup hint, see record_slot.hpp).
   detail::RecordSlot slot_;
@@ -174,7 +183,7 @@ class BoundAllocation {
 // A sub-range of one allocation, validated again every time it is used.
 class BoundMemoryView {
  public:
-  [[nodiscard]] const MemoryBinding& binding() const noexcept { return binding_; }
+  [[nodiscard]] MemoryBinding binding() const noexcept { return MemoryBinding(identity_.binding, mechanism_); }
   [[nodiscard]] const AllocationIdentity& allocation_identity() const noexcept { return identity_; }
   [[nodiscard]] std::size_t offset() const noexcept { return offset_; }
   [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
@@ -182,12 +191,13 @@ class BoundMemoryView {
  private:
   friend class BoundAllocation;
   friend class MemoryBinding;
-  BoundMemoryView(MemoryBinding binding, AllocationIdentity identity, detail::RecordSlot slot, void* allocation_ptr,
-                  std::size_t allocation_bytes, std::size_t align, std::size_t offset, std::size_t bytes) noexcept
-      : binding_(std::move(binding)), identity_(identity), slot_(slot), allocation_ptr_(allocation_ptr),
+  BoundMemoryView(std::shared_ptr<detail::Mechanism> mechanism, const AllocationIdentity& identity,
+                  detail::RecordSlot slot, void* allocation_ptr, std::size_t allocation_bytes, std::size_t align,
+                  std::size_t offset, std::size_t bytes) noexcept
+      : mechanism_(std::move(mechanism)), identity_(identity), slot_(slot), allocation_ptr_(allocation_ptr),
         allocation_bytes_(allocation_bytes), align_(align), offset_(offset), bytes_(bytes) {}
 
-  MemoryBinding binding_;
+  std::shared_ptr<detail::Mechanism> mechanism_;  // as in BoundAllocation
   AllocationIdentity identity_;
   detail::RecordSlot slot_;  // the allocation's record slot
   void* allocation_ptr_;

@@ -34,6 +34,10 @@
 
 namespace ortmem {
 
+namespace detail {
+struct TakenRelease;
+}  // namespace detail
+
 class PreparedAllocationRelease {
  public:
   PreparedAllocationRelease(const PreparedAllocationRelease&) = delete;
@@ -64,11 +68,20 @@ class PreparedAllocationRelease {
   // Settles as quarantined with `reason` without calling the allocator.
   [[nodiscard]] AllocationReleaseOutcome quarantine(QuarantineReason reason) && noexcept;
 
- private:
-  friend class MemoryBinding;
-  PreparedAllocationRelease(std::shared_ptr<detail::Mechanism> mechanism, AllocationIdentity identity,
-                            detail::RecordSlot slot, void* ptr, std::size_t bytes, std::size_t align) noexcept;
+  // Only the binding layer builds requests, from a record it took. The key
+  // keeps it that way while letting one be built in place inside the Expected
+  // that reports it (a request is large, and every move of it is a copy).
+  class BuildKey {
+    friend class MemoryBinding;
+    BuildKey() = default;
+  };
+  PreparedAllocationRelease(BuildKey, std::shared_ptr<detail::Mechanism> mechanism,
+                            const AllocationIdentity& identity, detail::RecordSlot slot, void* ptr, std::size_t bytes,
+                            std::size_t align) noexcept;
 
+ private:
+
+  [[nodiscard]] detail::TakenRelease taken() const noexcept;
   AllocationReleaseOutcome settle_quarantined(ReleaseAccounting accounting, AllocationReleaseState state,
                                               QuarantineReason reason, std::uint64_t retained_bytes) noexcept;
   void disarm() noexcept;
@@ -87,6 +100,12 @@ class PreparedAllocationRelease {
   // mechanism non-quiescent; false once consumed or moved from.
   bool armed_;
 };
+
+// A queue's receipt for a request it took: from then on the request is the
+// queue's, and there is nothing about it for the caller to use. A type rather
+// than void because an Expected<void, E> zero-fills the room for E (here a
+// whole request) on every success, a cost on each deferred release.
+struct DeferredEnqueued {};
 
 // A refused enqueue. It holds the EXACT request the queue was given (nothing
 // rebuilt); take it back with take_request(), or destroy the error and the
@@ -118,7 +137,10 @@ class DeferredEnqueueError {
 //   - enqueue() is called with no registry or mechanism lock held and must not
 //     block on the device. It records a fence; the request executes once the
 //     fence is observed, in FIFO order, exactly once. The pin travels with the
-//     request and is released only once it has settled.
+//     request and is released only once it has settled. The request is taken
+//     by rvalue reference, so it moves once, into the queue's storage or
+//     into the refusal; a queue that does neither leaves it with the caller,
+//     where it quarantines itself when dropped.
 //   - On refusal it hands back the exact request with the first rejection that
 //     applies of: device-lost, closed, full (refused for anything else). It
 //     never drops a request to signal failure.
@@ -129,8 +151,8 @@ class DeferredReleaseQueue {
  public:
   virtual ~DeferredReleaseQueue() = default;
   [[nodiscard]] virtual Expected<ProviderContextPin, ProviderContextPinError> pin_context() noexcept = 0;
-  [[nodiscard]] virtual Expected<void, DeferredEnqueueError> enqueue(PreparedAllocationRelease request,
-                                                                     ProviderContextPin pin) noexcept = 0;
+  [[nodiscard]] virtual Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(
+      PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept = 0;
   [[nodiscard]] virtual std::size_t pending() const noexcept = 0;
 };
 

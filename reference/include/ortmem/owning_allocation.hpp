@@ -65,7 +65,7 @@ class OwningAllocation {
   // False only for a moved-from owner.
   [[nodiscard]] bool owns() const noexcept { return allocation_.has_value(); }
   [[nodiscard]] const AllocationIdentity& identity() const noexcept { return allocation_->identity(); }
-  [[nodiscard]] const MemoryBinding& binding() const noexcept { return allocation_->binding(); }
+  [[nodiscard]] MemoryBinding binding() const noexcept { return allocation_->binding(); }
   [[nodiscard]] const BoundAllocation& bound() const noexcept { return *allocation_; }
   [[nodiscard]] void* data() const noexcept { return allocation_->data(); }
   [[nodiscard]] std::size_t size() const noexcept { return allocation_->size(); }
@@ -92,11 +92,14 @@ class OwningAllocation {
   OwningAllocation(BoundAllocation allocation, std::shared_ptr<std::atomic<std::size_t>> views) noexcept
       : allocation_(std::move(allocation)), views_(std::move(views)) {}
 
+  // Refused with outstanding-views while any view this owner lent is alive.
+  [[nodiscard]] detail::Check check_no_views() const;
   // Takes the metadata out unless views are outstanding.
   [[nodiscard]] Expected<BoundAllocation, OwningReleaseError> take() &&;
   // Prepares the release unless views are outstanding. On refusal nothing
   // changed and this owner still owns; on success it owns nothing.
   [[nodiscard]] Expected<PreparedAllocationRelease, BindingError> prepare_in_place();
+  [[nodiscard]] Expected<PreparedAllocationRelease, BindingError> take_record_in_place();
   void abandon() noexcept;
 
   std::optional<BoundAllocation> allocation_;

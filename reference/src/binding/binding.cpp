@@ -26,7 +26,7 @@ Expected<MemoryBinding::Recorded, BindingError> MemoryBinding::record_allocation
 }
 
 BoundAllocation MemoryBinding::metadata(const Recorded& recorded, std::size_t bytes, std::size_t align) const {
-  return BoundAllocation(*this, AllocationIdentity{identity_, recorded.generation}, recorded.slot, recorded.ptr,
+  return BoundAllocation(mechanism_, AllocationIdentity{identity_, recorded.generation}, recorded.slot, recorded.ptr,
                          bytes, align);
 }
 
@@ -74,8 +74,8 @@ Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare
 
 Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_owned(BoundAllocation allocation) {
   // Read before the allocation moves on: the request it becomes keeps the mechanism alive.
-  const BindingIdentity through = allocation.binding_.identity_;
-  detail::Mechanism& mechanism = *allocation.binding_.mechanism_;
+  const BindingIdentity through = allocation.identity_.binding;
+  detail::Mechanism& mechanism = *allocation.mechanism_;
   return prepare_through(through, mechanism, std::move(allocation));
 }
 
@@ -86,16 +86,22 @@ Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare
   return std::move(*prepared);
 }
 
+detail::Check MemoryBinding::take_live_record(const BindingIdentity& through, detail::Mechanism& mechanism,
+                                              const BoundAllocation& allocation) {
+  return mechanism.take_for_release(
+      through, allocation.identity_, allocation.slot_,
+      record_of(allocation.identity_.binding.id, allocation.ptr_, allocation.bytes_, allocation.align_));
+}
+
 Expected<PreparedAllocationRelease, BindingError> MemoryBinding::take_record(const BindingIdentity& through,
                                                                              detail::Mechanism& mechanism,
                                                                              BoundAllocation& allocation) {
-  auto taken = mechanism.take_for_release(
-      through, allocation.identity_, allocation.slot_,
-      record_of(allocation.identity_.binding.id, allocation.ptr_, allocation.bytes_, allocation.align_));
+  auto taken = take_live_record(through, mechanism, allocation);
   if (!taken) return fail(std::move(taken.error()));
   // The request takes the allocation's own pin on its mechanism.
-  return PreparedAllocationRelease(std::move(allocation.binding_.mechanism_), allocation.identity_, allocation.slot_,
-                                   allocation.ptr_, allocation.bytes_, allocation.align_);
+  return Expected<PreparedAllocationRelease, BindingError>(
+      tl::in_place, PreparedAllocationRelease::BuildKey(), std::move(allocation.mechanism_), allocation.identity_,
+      allocation.slot_, allocation.ptr_, allocation.bytes_, allocation.align_);
 }
 
 Expected<void, ExplicitReleaseError> MemoryBinding::release(BoundAllocation allocation) const {
@@ -148,13 +154,13 @@ Expected<BoundMemoryView, BindingError> BoundAllocation::view(std::size_t offset
     const std::size_t end = offset > SIZE_MAX - bytes ? SIZE_MAX : offset + bytes;
     return fail(BindingError::view_out_of_bounds(offset, end, bytes_));
   }
-  if (auto valid = binding_.mechanism_->validate(binding_.identity_, identity_, slot_,
+  if (auto valid = mechanism_->validate(identity_.binding, identity_, slot_,
                                                  record_of(identity_.binding.id, ptr_, bytes_, align_),
                                                  "creating a view");
       !valid) {
     return fail(valid.error());
   }
-  return BoundMemoryView(binding_, identity_, slot_, ptr_, bytes_, align_, offset, bytes);
+  return BoundMemoryView(mechanism_, identity_, slot_, ptr_, bytes_, align_, offset, bytes);
 }
 
 }  // namespace ortmem

@@ -32,6 +32,7 @@
 #include "ortmem/binding_error.hpp"
 #include "ortmem/binding_identity.hpp"
 #include "ortmem/detail/active_operation.hpp"
+#include "ortmem/detail/check.hpp"
 #include "ortmem/detail/record_slot.hpp"
 #include "ortmem/mechanism_snapshot.hpp"
 #include "lifecycle_gate.hpp"
@@ -47,12 +48,6 @@ struct RegisteredResource {
   DeviceKey device;
   std::shared_ptr<const void> resource;
 };
-
-// What a check on the hot path returns when it passes. Not Expected<void,
-// BindingError>: for void, tl::expected value-initialises its storage, which
-// zeroes the whole (large) BindingError union on every successful call.
-struct Passed {};
-using Check = Expected<Passed, BindingError>;
 
 class Mechanism {
  public:

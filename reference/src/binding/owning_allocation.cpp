@@ -1,6 +1,7 @@
 #include "ortmem/owning_allocation.hpp"
 
 #include "mechanism.hpp"
+#include "release_settlement.hpp"
 
 namespace ortmem {
 
@@ -68,10 +69,16 @@ std::size_t OwningAllocation::outstanding_views() const noexcept {
   return views_ ? views_->load(std::memory_order_acquire) : 0;
 }
 
-Expected<BoundAllocation, OwningReleaseError> OwningAllocation::take() && {
+detail::Check OwningAllocation::check_no_views() const {
   if (const std::size_t views = outstanding_views(); views != 0) {
-    BindingError error = BindingError::outstanding_views(identity(), views);
-    return fail(OwningReleaseError(std::move(error), std::move(*this)));
+    return fail(BindingError::outstanding_views(identity(), views));
+  }
+  return detail::Passed{};
+}
+
+Expected<BoundAllocation, OwningReleaseError> OwningAllocation::take() && {
+  if (auto no_views = check_no_views(); !no_views) {
+    return fail(OwningReleaseError(std::move(no_views.error()), std::move(*this)));
   }
   BoundAllocation allocation = std::move(*allocation_);
   allocation_.reset();
@@ -81,14 +88,17 @@ Expected<BoundAllocation, OwningReleaseError> OwningAllocation::take() && {
 Expected<BoundAllocation, OwningReleaseError> OwningAllocation::into_bound() && { return std::move(*this).take(); }
 
 Expected<PreparedAllocationRelease, BindingError> OwningAllocation::prepare_in_place() {
-  if (const std::size_t views = outstanding_views(); views != 0) {
-    return fail(BindingError::outstanding_views(identity(), views));
-  }
+  if (auto no_views = check_no_views(); !no_views) return fail(std::move(no_views.error()));
+  return take_record_in_place();
+}
+
+Expected<PreparedAllocationRelease, BindingError> OwningAllocation::take_record_in_place() {
   // Prepared through the allocation's own binding, in place: the metadata
-  // moves once, into the request, and only if the record was taken.
+  // moves once, into the request, and only if the record was taken. One
+  // named result and one return, so the request is built where the caller
+  // receives it.
   BoundAllocation& allocation = *allocation_;
-  auto prepared =
-      MemoryBinding::take_record(allocation.binding_.identity_, *allocation.binding_.mechanism_, allocation);
+  auto prepared = MemoryBinding::take_record(allocation.identity_.binding, *allocation.mechanism_, allocation);
   if (prepared) allocation_.reset();
   return prepared;
 }
@@ -101,16 +111,27 @@ Expected<PreparedAllocationRelease, OwningReleaseError> OwningAllocation::prepar
 }
 
 Expected<AllocationReleaseOutcome, OwningReleaseError> OwningAllocation::release_now() && {
-  auto prepared = prepare_in_place();
-  if (!prepared) return fail(OwningReleaseError(std::move(prepared.error()), std::move(*this)));
-  return std::move(*prepared).execute();
+  if (auto no_views = check_no_views(); !no_views) {
+    return fail(OwningReleaseError(std::move(no_views.error()), std::move(*this)));
+  }
+  // Settled in place, exactly as a prepared request would be, without moving
+  // the metadata into one: this owner's own pin keeps the mechanism alive
+  // until the outcome is known.
+  const BoundAllocation& allocation = *allocation_;
+  detail::Mechanism& mechanism = *allocation.mechanism_;
+  if (auto taken = MemoryBinding::take_live_record(allocation.identity_.binding, mechanism, allocation); !taken) {
+    return fail(OwningReleaseError(std::move(taken.error()), std::move(*this)));
+  }
+  AllocationReleaseOutcome outcome = detail::execute_release(
+      {mechanism, allocation.identity_, allocation.slot_, allocation.ptr_, allocation.bytes_, allocation.align_});
+  allocation_.reset();
+  return outcome;
 }
 
 Expected<DeferredReleaseDisposition, OwningReleaseError> OwningAllocation::release_deferred(
     DeferredReleaseQueue& queue) && {
-  if (const std::size_t views = outstanding_views(); views != 0) {
-    BindingError error = BindingError::outstanding_views(identity(), views);
-    return fail(OwningReleaseError(std::move(error), std::move(*this)));
+  if (auto no_views = check_no_views(); !no_views) {
+    return fail(OwningReleaseError(std::move(no_views.error()), std::move(*this)));
   }
   // The pin comes first: a context that takes no more work must leave the
   // allocation live and releasable, which is only true before prepare.

@@ -17,8 +17,8 @@ Expected<ProviderContextPin, ProviderContextPinError> CudaDeferredReleaseQueue::
   return context_->pin();
 }
 
-Expected<void, DeferredEnqueueError> CudaDeferredReleaseQueue::enqueue(PreparedAllocationRelease request,
-                                                                       ProviderContextPin pin) noexcept {
+Expected<DeferredEnqueued, DeferredEnqueueError> CudaDeferredReleaseQueue::enqueue(
+    PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept {
   const auto refuse = [&](DeferredEnqueueRejection rejection) {
     return fail(DeferredEnqueueError(rejection, std::move(request)));
   };
@@ -49,7 +49,7 @@ Expected<void, DeferredEnqueueError> CudaDeferredReleaseQueue::enqueue(PreparedA
   if (!rejection) {
     try {
       entries_.push_back(Entry{*fence, std::move(request), std::move(pin)});
-      return {};
+      return DeferredEnqueued{};
     } catch (const std::bad_alloc&) {
       rejection = DeferredEnqueueRejection::kRefused;  // push_back is all-or-nothing: the request is still ours
     }

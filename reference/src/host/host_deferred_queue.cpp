@@ -14,8 +14,8 @@ Expected<ProviderContextPin, ProviderContextPinError> HostDeferredReleaseQueue::
   return context_->pin();
 }
 
-Expected<void, DeferredEnqueueError> HostDeferredReleaseQueue::enqueue(PreparedAllocationRelease request,
-                                                                       ProviderContextPin pin) noexcept {
+Expected<DeferredEnqueued, DeferredEnqueueError> HostDeferredReleaseQueue::enqueue(
+    PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept {
   const std::lock_guard lock(mutex_);
   std::optional<DeferredEnqueueRejection> rejection;
   if (device_lost_) {
@@ -41,7 +41,7 @@ Expected<void, DeferredEnqueueError> HostDeferredReleaseQueue::enqueue(PreparedA
     // is built), so the request is still ours to hand back.
     return fail(DeferredEnqueueError(DeferredEnqueueRejection::kRefused, std::move(request)));
   }
-  return {};
+  return DeferredEnqueued{};
 }
 
 std::size_t HostDeferredReleaseQueue::pending() const noexcept {
@@ -70,7 +70,8 @@ std::size_t HostDeferredReleaseQueue::poll() noexcept {
     // Outside the bookkeeping lock: the allocator may call back into this queue.
     (void)std::move(entry.request).execute();
     entry.pin.reset();  // released only now, after the request settled
-    executed_.fetch_add(1, std::memory_order_acq_rel);
+    // Only the poller holding `executing_` writes it: a store, not a read-modify-write.
+    executed_.store(executed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     ++ran;
   }
   return ran;

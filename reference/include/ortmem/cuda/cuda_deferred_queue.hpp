@@ -44,8 +44,8 @@ class CudaDeferredReleaseQueue final : public DeferredReleaseQueue {
   CudaDeferredReleaseQueue& operator=(const CudaDeferredReleaseQueue&) = delete;
 
   [[nodiscard]] Expected<ProviderContextPin, ProviderContextPinError> pin_context() noexcept override;
-  [[nodiscard]] Expected<void, DeferredEnqueueError> enqueue(PreparedAllocationRelease request,
-                                                             ProviderContextPin pin) noexcept override;
+  [[nodiscard]] Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(
+      PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept override;
   [[nodiscard]] std::size_t pending() const noexcept override;
 
   // Executes every request at the head whose fence passed; returns how many ran.

@@ -48,8 +48,8 @@ class HostDeferredReleaseQueue final : public DeferredReleaseQueue {
   HostDeferredReleaseQueue& operator=(const HostDeferredReleaseQueue&) = delete;
 
   [[nodiscard]] Expected<ProviderContextPin, ProviderContextPinError> pin_context() noexcept override;
-  [[nodiscard]] Expected<void, DeferredEnqueueError> enqueue(PreparedAllocationRelease request,
-                                                             ProviderContextPin pin) noexcept override;
+  [[nodiscard]] Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(
+      PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept override;
   [[nodiscard]] std::size_t pending() const noexcept override;
 
   // Executes every ready request at the head, in order; returns how many ran.
@@ -90,7 +90,8 @@ class HostDeferredReleaseQueue final : public DeferredReleaseQueue {
   detail::ReusableFifo<Entry> entries_;
   bool closed_ = false;
   bool device_lost_ = false;
-  // Raised after each request settled and its pin went; read without the lock.
+  // Raised after each request settled and its pin went, only by the poller
+  // holding `executing_`; read without any lock.
   std::atomic<std::size_t> executed_{0};
   // Held while requests execute, so two pollers cannot reorder the FIFO. Only
   // ever tried, never waited for: a second poller returns at once.

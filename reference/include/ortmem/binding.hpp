@@ -35,9 +35,21 @@
 
 namespace ortmem {
 
+class MemoryBinding;
+
 namespace detail {
 class Mechanism;
-}
+
+// Proof that the caller is the binding layer. Owners and release requests
+// have public constructors that take one, so they can be built in place
+// inside the Expected that reports them (they are large, and every move is a
+// copy), and still nobody else can make one.
+class BindingKey {
+  friend class ortmem::MemoryBinding;
+  BindingKey() = default;
+};
+}  // namespace detail
+
 class BoundAllocation;
 class BoundMemoryView;
 class BoundSharedMapping;
@@ -137,6 +149,8 @@ class MemoryBinding {
   // Opens an operation, allocates with no lock held and records the result.
   [[nodiscard]] Expected<Recorded, BindingError> allocate_recorded(std::size_t bytes, std::size_t align) const;
   [[nodiscard]] BoundAllocation metadata(const Recorded& recorded, std::size_t bytes, std::size_t align) const;
+  [[nodiscard]] Expected<OwningAllocation, BindingError> owner_of(const Recorded& recorded, std::size_t bytes,
+                                                                  std::size_t align) const;
 
   BindingIdentity identity_;
   // Pins the mechanism, and through it the allocator, authority, provider

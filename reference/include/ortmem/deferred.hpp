@@ -68,14 +68,8 @@ class PreparedAllocationRelease {
   // Settles as quarantined with `reason` without calling the allocator.
   [[nodiscard]] AllocationReleaseOutcome quarantine(QuarantineReason reason) && noexcept;
 
-  // Only the binding layer builds requests, from a record it took. The key
-  // keeps it that way while letting one be built in place inside the Expected
-  // that reports it (a request is large, and every move of it is a copy).
-  class BuildKey {
-    friend class MemoryBinding;
-    BuildKey() = default;
-  };
-  PreparedAllocationRelease(BuildKey, std::shared_ptr<detail::Mechanism> mechanism,
+  // Built only by the binding layer, from a record it took.
+  PreparedAllocationRelease(detail::BindingKey, std::shared_ptr<detail::Mechanism> mechanism,
                             const AllocationIdentity& identity, detail::RecordSlot slot, void* ptr, std::size_t bytes,
                             std::size_t align) noexcept;
 

@@ -21,7 +21,6 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
-#include <optional>
 
 #include "ortmem/binding.hpp"
 #include "ortmem/deferred.hpp"
@@ -57,19 +56,20 @@ class OwningAllocation {
   OwningAllocation& operator=(const OwningAllocation&) = delete;
   // A moved-from owner owns nothing and its destructor does nothing.
   OwningAllocation(OwningAllocation&& other) noexcept
-      : allocation_(std::exchange(other.allocation_, std::nullopt)), views_(std::move(other.views_)) {}
+      : allocation_(std::move(other.allocation_)), views_(std::move(other.views_)),
+        owns_(std::exchange(other.owns_, false)) {}
   // Assigning over a live owner abandons it exactly as destroying it would.
   OwningAllocation& operator=(OwningAllocation&& other) noexcept;
   ~OwningAllocation();
 
   // False only for a moved-from owner.
-  [[nodiscard]] bool owns() const noexcept { return allocation_.has_value(); }
-  [[nodiscard]] const AllocationIdentity& identity() const noexcept { return allocation_->identity(); }
-  [[nodiscard]] MemoryBinding binding() const noexcept { return allocation_->binding(); }
-  [[nodiscard]] const BoundAllocation& bound() const noexcept { return *allocation_; }
-  [[nodiscard]] void* data() const noexcept { return allocation_->data(); }
-  [[nodiscard]] std::size_t size() const noexcept { return allocation_->size(); }
-  [[nodiscard]] std::size_t alignment() const noexcept { return allocation_->alignment(); }
+  [[nodiscard]] bool owns() const noexcept { return owns_; }
+  [[nodiscard]] const AllocationIdentity& identity() const noexcept { return allocation_.identity(); }
+  [[nodiscard]] MemoryBinding binding() const noexcept { return allocation_.binding(); }
+  [[nodiscard]] const BoundAllocation& bound() const noexcept { return allocation_; }
+  [[nodiscard]] void* data() const noexcept { return allocation_.data(); }
+  [[nodiscard]] std::size_t size() const noexcept { return allocation_.size(); }
+  [[nodiscard]] std::size_t alignment() const noexcept { return allocation_.alignment(); }
   // An owner you can still hold is always live; every other state is reported
   // by the outcome that consumed it.
   [[nodiscard]] AllocationReleaseState state() const noexcept { return AllocationReleaseState::kLive; }
@@ -85,12 +85,15 @@ class OwningAllocation {
   // Gives up ownership and returns plain metadata (views must be gone).
   [[nodiscard]] Expected<BoundAllocation, OwningReleaseError> into_bound() &&;
 
+  // Owns an allocation the binding layer just recorded.
+  OwningAllocation(detail::BindingKey, std::shared_ptr<detail::Mechanism> mechanism,
+                   const AllocationIdentity& identity, detail::RecordSlot slot, void* ptr, std::size_t bytes,
+                   std::size_t align) noexcept
+      : allocation_(std::move(mechanism), identity, slot, ptr, bytes, align), owns_(true) {}
+
  private:
   friend class MemoryBinding;
   friend class BoundVirtualBacking;
-  explicit OwningAllocation(BoundAllocation allocation) noexcept : allocation_(std::move(allocation)) {}
-  OwningAllocation(BoundAllocation allocation, std::shared_ptr<std::atomic<std::size_t>> views) noexcept
-      : allocation_(std::move(allocation)), views_(std::move(views)) {}
 
   // Refused with outstanding-views while any view this owner lent is alive.
   [[nodiscard]] detail::Check check_no_views() const;
@@ -102,9 +105,13 @@ class OwningAllocation {
   [[nodiscard]] Expected<PreparedAllocationRelease, BindingError> take_record_in_place();
   void abandon() noexcept;
 
-  std::optional<BoundAllocation> allocation_;
+  // Meaningful only while owns_. Not an optional: the metadata is built in
+  // place, here, when the allocation is recorded, and an optional could only
+  // take it by a move.
+  BoundAllocation allocation_;
   // Created by the first view(): most allocations never lend one.
   std::shared_ptr<std::atomic<std::size_t>> views_;
+  bool owns_;
 };
 
 // A refused owning release: the exact owner comes back, still live.

@@ -30,6 +30,14 @@ BoundAllocation MemoryBinding::metadata(const Recorded& recorded, std::size_t by
                          bytes, align);
 }
 
+Expected<OwningAllocation, BindingError> MemoryBinding::owner_of(const Recorded& recorded, std::size_t bytes,
+                                                                std::size_t align) const {
+  // Built in place, in the result: the metadata is written once, where the caller receives it.
+  return Expected<OwningAllocation, BindingError>(tl::in_place, detail::BindingKey(), mechanism_,
+                                                  AllocationIdentity{identity_, recorded.generation}, recorded.slot,
+                                                  recorded.ptr, bytes, align);
+}
+
 Expected<MemoryBinding::Recorded, BindingError> MemoryBinding::allocate_recorded(std::size_t bytes,
                                                                                 std::size_t align) const {
   auto operation = mechanism_->begin_active("allocating");
@@ -54,8 +62,7 @@ Expected<BoundAllocation, BindingError> MemoryBinding::allocate(std::size_t byte
 Expected<OwningAllocation, BindingError> MemoryBinding::allocate_owning(std::size_t bytes, std::size_t align) const {
   auto recorded = allocate_recorded(bytes, align);
   if (!recorded) return fail(std::move(recorded.error()));
-  // Built straight into the owner: the metadata is never moved through a BoundAllocation result.
-  return OwningAllocation(metadata(*recorded, bytes, align));
+  return owner_of(*recorded, bytes, align);
 }
 
 Expected<OwningAllocation, BindingError> MemoryBinding::adopt_allocation(void* ptr, std::size_t bytes,
@@ -64,7 +71,7 @@ Expected<OwningAllocation, BindingError> MemoryBinding::adopt_allocation(void* p
   if (!operation) return fail(operation.error());
   auto recorded = record_allocation(ptr, bytes, align);
   if (!recorded) return fail(std::move(recorded.error()));
-  return OwningAllocation(metadata(*recorded, bytes, align));
+  return owner_of(*recorded, bytes, align);
 }
 
 Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_release(
@@ -100,7 +107,7 @@ Expected<PreparedAllocationRelease, BindingError> MemoryBinding::take_record(con
   if (!taken) return fail(std::move(taken.error()));
   // The request takes the allocation's own pin on its mechanism.
   return Expected<PreparedAllocationRelease, BindingError>(
-      tl::in_place, PreparedAllocationRelease::BuildKey(), std::move(allocation.mechanism_), allocation.identity_,
+      tl::in_place, detail::BindingKey(), std::move(allocation.mechanism_), allocation.identity_,
       allocation.slot_, allocation.ptr_, allocation.bytes_, allocation.align_);
 }
 

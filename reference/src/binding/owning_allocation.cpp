@@ -37,8 +37,8 @@ OwningAllocation& OwningAllocation::operator=(OwningAllocation&& other) noexcept
   if (this != &other) {
     abandon();
     allocation_ = std::move(other.allocation_);
-    other.allocation_.reset();
     views_ = std::move(other.views_);
+    owns_ = std::exchange(other.owns_, false);
   }
   return *this;
 }
@@ -46,9 +46,8 @@ OwningAllocation& OwningAllocation::operator=(OwningAllocation&& other) noexcept
 OwningAllocation::~OwningAllocation() { abandon(); }
 
 void OwningAllocation::abandon() noexcept {
-  if (!allocation_) return;
-  BoundAllocation allocation = std::move(*allocation_);
-  allocation_.reset();
+  if (!std::exchange(owns_, false)) return;
+  BoundAllocation allocation = std::move(allocation_);
   // Quarantine, never free: the device may still be using the bytes. If the
   // record cannot be taken (device lost, already terminated) it stays where
   // it is and confirmed termination discharges it.
@@ -58,7 +57,7 @@ void OwningAllocation::abandon() noexcept {
 }
 
 Expected<OwnedView, BindingError> OwningAllocation::view(std::size_t offset, std::size_t bytes) {
-  auto view = allocation_->view(offset, bytes);
+  auto view = allocation_.view(offset, bytes);
   if (!view) return fail(std::move(view.error()));
   if (!views_) views_ = std::make_shared<std::atomic<std::size_t>>(0);
   views_->fetch_add(1, std::memory_order_acq_rel);
@@ -80,9 +79,8 @@ Expected<BoundAllocation, OwningReleaseError> OwningAllocation::take() && {
   if (auto no_views = check_no_views(); !no_views) {
     return fail(OwningReleaseError(std::move(no_views.error()), std::move(*this)));
   }
-  BoundAllocation allocation = std::move(*allocation_);
-  allocation_.reset();
-  return allocation;
+  owns_ = false;
+  return std::move(allocation_);
 }
 
 Expected<BoundAllocation, OwningReleaseError> OwningAllocation::into_bound() && { return std::move(*this).take(); }
@@ -97,9 +95,8 @@ Expected<PreparedAllocationRelease, BindingError> OwningAllocation::take_record_
   // moves once, into the request, and only if the record was taken. One
   // named result and one return, so the request is built where the caller
   // receives it.
-  BoundAllocation& allocation = *allocation_;
-  auto prepared = MemoryBinding::take_record(allocation.identity_.binding, *allocation.mechanism_, allocation);
-  if (prepared) allocation_.reset();
+  auto prepared = MemoryBinding::take_record(allocation_.identity_.binding, *allocation_.mechanism_, allocation_);
+  if (prepared) owns_ = false;  // the request took the metadata's pin on the mechanism
   return prepared;
 }
 
@@ -117,14 +114,14 @@ Expected<AllocationReleaseOutcome, OwningReleaseError> OwningAllocation::release
   // Settled in place, exactly as a prepared request would be, without moving
   // the metadata into one: this owner's own pin keeps the mechanism alive
   // until the outcome is known.
-  const BoundAllocation& allocation = *allocation_;
-  detail::Mechanism& mechanism = *allocation.mechanism_;
-  if (auto taken = MemoryBinding::take_live_record(allocation.identity_.binding, mechanism, allocation); !taken) {
+  detail::Mechanism& mechanism = *allocation_.mechanism_;
+  if (auto taken = MemoryBinding::take_live_record(allocation_.identity_.binding, mechanism, allocation_); !taken) {
     return fail(OwningReleaseError(std::move(taken.error()), std::move(*this)));
   }
   AllocationReleaseOutcome outcome = detail::execute_release(
-      {mechanism, allocation.identity_, allocation.slot_, allocation.ptr_, allocation.bytes_, allocation.align_});
-  allocation_.reset();
+      {mechanism, allocation_.identity_, allocation_.slot_, allocation_.ptr_, allocation_.bytes_, allocation_.align_});
+  owns_ = false;
+  allocation_.mechanism_.reset();  // this owner's pin on the mechanism, held until the outcome was known
   return outcome;
 }
 

@@ -5,7 +5,7 @@
 
 namespace ortmem {
 
-PreparedAllocationRelease::PreparedAllocationRelease(BuildKey, std::shared_ptr<detail::Mechanism> mechanism,
+PreparedAllocationRelease::PreparedAllocationRelease(detail::BindingKey, std::shared_ptr<detail::Mechanism> mechanism,
                                                      const AllocationIdentity& identity, detail::RecordSlot slot,
                                                      void* ptr, std::size_t bytes, std::size_t align) noexcept
     : mechanism_(std::move(mechanism)), identity_(identity), slot_(slot), ptr_(ptr), bytes_(bytes), align_(align),

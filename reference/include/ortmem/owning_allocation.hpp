@@ -95,14 +95,17 @@ class OwningAllocation {
   friend class MemoryBinding;
   friend class BoundVirtualBacking;
 
-  // Refused with outstanding-views while any view this owner lent is alive.
-  [[nodiscard]] detail::Check check_no_views() const;
+  // outstanding_views() with no call on the path every release takes: most
+  // owners never lend a view.
+  [[nodiscard]] std::size_t lent_views() const noexcept { return views_ ? outstanding_views() : 0; }
+  // This owner, handed back because `views` views it lent are still alive.
+  [[nodiscard]] OwningReleaseError refuse_for_views(std::size_t views) &&;
   // Takes the metadata out unless views are outstanding.
   [[nodiscard]] Expected<BoundAllocation, OwningReleaseError> take() &&;
-  // Prepares the release unless views are outstanding. On refusal nothing
-  // changed and this owner still owns; on success it owns nothing.
+  // Takes the live record into a request; callers have checked for views.
+  // On refusal nothing changed and this owner still owns; on success it owns
+  // nothing.
   [[nodiscard]] Expected<PreparedAllocationRelease, BindingError> prepare_in_place();
-  [[nodiscard]] Expected<PreparedAllocationRelease, BindingError> take_record_in_place();
   void abandon() noexcept;
 
   // Meaningful only while owns_. Not an optional: the metadata is built in

@@ -68,17 +68,13 @@ std::size_t OwningAllocation::outstanding_views() const noexcept {
   return views_ ? views_->load(std::memory_order_acquire) : 0;
 }
 
-detail::Check OwningAllocation::check_no_views() const {
-  if (const std::size_t views = outstanding_views(); views != 0) {
-    return fail(BindingError::outstanding_views(identity(), views));
-  }
-  return detail::Passed{};
+OwningReleaseError OwningAllocation::refuse_for_views(std::size_t views) && {
+  BindingError error = BindingError::outstanding_views(identity(), views);
+  return OwningReleaseError(std::move(error), std::move(*this));
 }
 
 Expected<BoundAllocation, OwningReleaseError> OwningAllocation::take() && {
-  if (auto no_views = check_no_views(); !no_views) {
-    return fail(OwningReleaseError(std::move(no_views.error()), std::move(*this)));
-  }
+  if (const std::size_t views = lent_views(); views != 0) return fail(std::move(*this).refuse_for_views(views));
   owns_ = false;
   return std::move(allocation_);
 }
@@ -86,11 +82,6 @@ Expected<BoundAllocation, OwningReleaseError> OwningAllocation::take() && {
 Expected<BoundAllocation, OwningReleaseError> OwningAllocation::into_bound() && { return std::move(*this).take(); }
 
 Expected<PreparedAllocationRelease, BindingError> OwningAllocation::prepare_in_place() {
-  if (auto no_views = check_no_views(); !no_views) return fail(std::move(no_views.error()));
-  return take_record_in_place();
-}
-
-Expected<PreparedAllocationRelease, BindingError> OwningAllocation::take_record_in_place() {
   // Prepared through the allocation's own binding, in place: the metadata
   // moves once, into the request, and only if the record was taken. One
   // named result and one return, so the request is built where the caller
@@ -101,6 +92,7 @@ Expected<PreparedAllocationRelease, BindingError> OwningAllocation::take_record_
 }
 
 Expected<PreparedAllocationRelease, OwningReleaseError> OwningAllocation::prepare_release() && {
+  if (const std::size_t views = lent_views(); views != 0) return fail(std::move(*this).refuse_for_views(views));
   auto prepared = prepare_in_place();
   // Refused before anything changed: this same owner, views and all, goes back.
   if (!prepared) return fail(OwningReleaseError(std::move(prepared.error()), std::move(*this)));
@@ -108,9 +100,7 @@ Expected<PreparedAllocationRelease, OwningReleaseError> OwningAllocation::prepar
 }
 
 Expected<AllocationReleaseOutcome, OwningReleaseError> OwningAllocation::release_now() && {
-  if (auto no_views = check_no_views(); !no_views) {
-    return fail(OwningReleaseError(std::move(no_views.error()), std::move(*this)));
-  }
+  if (const std::size_t views = lent_views(); views != 0) return fail(std::move(*this).refuse_for_views(views));
   // Settled in place, exactly as a prepared request would be, without moving
   // the metadata into one: this owner's own pin keeps the mechanism alive
   // until the outcome is known.
@@ -127,9 +117,7 @@ Expected<AllocationReleaseOutcome, OwningReleaseError> OwningAllocation::release
 
 Expected<DeferredReleaseDisposition, OwningReleaseError> OwningAllocation::release_deferred(
     DeferredReleaseQueue& queue) && {
-  if (auto no_views = check_no_views(); !no_views) {
-    return fail(OwningReleaseError(std::move(no_views.error()), std::move(*this)));
-  }
+  if (const std::size_t views = lent_views(); views != 0) return fail(std::move(*this).refuse_for_views(views));
   // The pin comes first: a context that takes no more work must leave the
   // allocation live and releasable, which is only true before prepare.
   auto pin = queue.pin_context();

@@ -6,7 +6,8 @@ namespace ortmem::host {
 
 HostDeferredReleaseQueue::HostDeferredReleaseQueue(std::shared_ptr<ProviderContextPinSource> context,
                                                    std::shared_ptr<HostStream> stream, Options options)
-    : context_(std::move(context)), stream_(std::move(stream)), capacity_(options.capacity) {}
+    : context_(std::move(context)), context_identity_(context_->context()), stream_(std::move(stream)),
+      capacity_(options.capacity) {}
 
 HostDeferredReleaseQueue::~HostDeferredReleaseQueue() = default;
 
@@ -24,8 +25,8 @@ Expected<DeferredEnqueued, DeferredEnqueueError> HostDeferredReleaseQueue::enque
     rejection = DeferredEnqueueRejection::kClosed;
   } else if (capacity_ && entries_.size() >= *capacity_) {
     rejection = DeferredEnqueueRejection::kFull;
-  } else if (!pin.holds_claim() || pin.context() != context_->context() ||
-             request.provider_context() != context_->context()) {
+  } else if (!pin.holds_claim() || pin.context() != context_identity_ ||
+             request.provider_context() != context_identity_) {
     // The pin must be this queue's, and the request must belong to this
     // queue's context too: a request of another context would be queued
     // holding a pin on the wrong context, and its own context's teardown

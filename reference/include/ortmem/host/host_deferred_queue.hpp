@@ -81,6 +81,7 @@ class HostDeferredReleaseQueue final : public DeferredReleaseQueue {
   };
 
   const std::shared_ptr<ProviderContextPinSource> context_;
+  const ProviderContextIdentity context_identity_;  // the one context context_ pins, read once
   const std::shared_ptr<HostStream> stream_;
   const std::optional<std::size_t> capacity_;
 

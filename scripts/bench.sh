@@ -11,6 +11,9 @@ bash scripts/install-deps.sh
 cmake --preset default >/dev/null
 cmake --build --preset default --target ortmem_reference_bench
 mkdir -p "$(dirname "$out")"
-build/default/reference/bench/ortmem_reference_bench --benchmark_repetitions=5 \
-  --benchmark_report_aggregates_only=true --benchmark_out="$out" --benchmark_out_format=json >/dev/null
+# Repetitions run in random order, so a slow spell of a shared machine lands
+# on baselines and subjects alike and the medians' ratios stay comparable.
+build/default/reference/bench/ortmem_reference_bench --benchmark_repetitions=9 \
+  --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true \
+  --benchmark_out="$out" --benchmark_out_format=json >/dev/null
 /usr/bin/python3 scripts/bench_ratios.py "$out"

@@ -1,5 +1,7 @@
 #include "ortmem/cuda/cuda_deferred_queue.hpp"
 
+#include <mutex>
+
 namespace ortmem::cuda {
 
 CudaDeferredReleaseQueue::CudaDeferredReleaseQueue(std::shared_ptr<ProviderContextPinSource> context,
@@ -48,10 +50,10 @@ Expected<DeferredEnqueued, DeferredEnqueueError> CudaDeferredReleaseQueue::enque
   }
   if (!rejection) {
     try {
-      entries_.push_back(Entry{*fence, std::move(request), std::move(pin)});
+      entries_.emplace_back(Entry{*fence, std::move(request), std::move(pin)});
       return DeferredEnqueued{};
     } catch (const std::bad_alloc&) {
-      rejection = DeferredEnqueueRejection::kRefused;  // push_back is all-or-nothing: the request is still ours
+      rejection = DeferredEnqueueRejection::kRefused;  // emplace_back is all-or-nothing: the request is still ours
     }
   }
   if (*rejection != DeferredEnqueueRejection::kDeviceLost) fences_->discard(*fence);
@@ -84,8 +86,7 @@ std::size_t CudaDeferredReleaseQueue::poll() noexcept {
     }
     std::unique_lock lock(mutex_);
     if (entries_.empty() || entries_.front().fence != head) break;  // settled by device loss meanwhile
-    Entry entry = std::move(entries_.front());
-    entries_.pop_front();
+    Entry entry = entries_.pop_front();
     lock.unlock();
     fences_->discard(entry.fence);
     // Outside the bookkeeping lock: the allocator may call back into this queue.
@@ -102,7 +103,7 @@ void CudaDeferredReleaseQueue::close() noexcept {
 }
 
 std::size_t CudaDeferredReleaseQueue::mark_device_lost() noexcept {
-  std::deque<Entry> lost;
+  detail::ReusableFifo<Entry> lost;
   {
     const std::lock_guard lock(mutex_);
     device_lost_ = true;

@@ -90,13 +90,9 @@ std::size_t HostDeferredReleaseQueue::mark_device_lost() noexcept {
     device_lost_ = true;
     lost.swap(entries_);
   }
-  std::size_t settled = 0;
-  while (!lost.empty()) {
-    // The pin goes with the entry, after its request settled.
-    (void)lost.pop_front().request.quarantine_device_lost();
-    ++settled;
-  }
-  return settled;
+  for (Entry& entry : lost) (void)std::move(entry.request).quarantine_device_lost();
+  // Destroying the entries releases the pins, each after its request settled.
+  return lost.size();
 }
 
 }  // namespace ortmem::host

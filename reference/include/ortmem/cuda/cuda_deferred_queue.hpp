@@ -21,13 +21,13 @@
 #pragma once
 
 #include <cstddef>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 
 #include "ortmem/cuda/stream_fences.hpp"
 #include "ortmem/deferred.hpp"
+#include "ortmem/detail/reusable_fifo.hpp"
+#include "ortmem/detail/spin_lock.hpp"
 
 namespace ortmem::cuda {
 
@@ -69,12 +69,13 @@ class CudaDeferredReleaseQueue final : public DeferredReleaseQueue {
 
   // Guards the entries and flags; never held while a request executes or a
   // fence is recorded or queried.
-  mutable std::mutex mutex_;
-  std::deque<Entry> entries_;
+  mutable detail::SpinLock mutex_;
+  detail::ReusableFifo<Entry> entries_;
   bool closed_ = false;
   bool device_lost_ = false;
-  // Held while requests execute, so two pollers cannot reorder the FIFO.
-  std::mutex executing_;
+  // Held while requests execute, so two pollers cannot reorder the FIFO. Only
+  // ever tried, never waited for: a second poller returns at once.
+  detail::SpinLock executing_;
 };
 
 }  // namespace ortmem::cuda

@@ -54,5 +54,45 @@ TEST(IdentityIssuer, ConcurrentIssueNeverRepeats) {
   EXPECT_EQ(serials.size(), 20000U);
 }
 
+TEST(IdentityIssuer, ABlockIsShortenedNearExhaustionAndThenRefused) {
+  covers("BIND-003");
+  auto issuer = *IdentityIssuer::create_starting_at(~std::uint64_t{0} - 2);
+  auto block = *issuer.reserve(256);
+  AllocationGeneration first;
+  AllocationGeneration second;
+  AllocationGeneration none;
+  ASSERT_TRUE(block.take(first));
+  ASSERT_TRUE(block.take(second));
+  EXPECT_FALSE(block.take(none)) << "only the two serials left before the top were granted";
+  EXPECT_NE(first, second);
+  EXPECT_FALSE(issuer.reserve(1)) << "nothing is left to reserve";
+  EXPECT_FALSE(issuer.issue<BindingId>()) << "a block takes serials from the same space as single issues";
+}
+
+TEST(IdentityIssuer, BlocksAndSingleIssuesNeverOverlapAcrossThreads) {
+  covers("BIND-001");
+  auto issuer = *IdentityIssuer::create();
+  std::mutex mutex;
+  std::set<std::uint64_t> serials;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::uint64_t> mine;
+      for (int i = 0; i < 500; ++i) {
+        if (t % 2 == 0) {
+          mine.push_back(issuer.issue<BindingId>()->opaque().serial());
+          continue;
+        }
+        auto block = *issuer.reserve(7);
+        for (AllocationGeneration generation; block.take(generation);) mine.push_back(generation.opaque().serial());
+      }
+      const std::lock_guard lock(mutex);
+      serials.insert(mine.begin(), mine.end());
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(serials.size(), 2U * 500U + 2U * 500U * 7U) << "a serial was handed out twice";
+}
+
 }  // namespace
 }  // namespace ortmem

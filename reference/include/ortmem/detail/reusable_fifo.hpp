@@ -27,6 +27,9 @@ class ReusableFifo {
   [[nodiscard]] bool empty() const noexcept { return head_ == items_.size(); }
   [[nodiscard]] std::size_t size() const noexcept { return items_.size() - head_; }
   [[nodiscard]] T& front() noexcept { return items_[head_]; }
+  // Entries the storage holds room for, popped ones included: bounded by the
+  // backlog, not by how many entries ever passed through.
+  [[nodiscard]] std::size_t capacity() const noexcept { return items_.capacity(); }
 
   // Appends in place. Throws std::bad_alloc, with nothing changed and no
   // argument moved from, when the storage cannot grow.

@@ -36,6 +36,7 @@
 namespace ortmem {
 
 class MemoryBinding;
+class OwningAllocation;
 
 namespace detail {
 class Mechanism;
@@ -46,6 +47,7 @@ class Mechanism;
 // copy), and still nobody else can make one.
 class BindingKey {
   friend class ortmem::MemoryBinding;
+  friend class ortmem::OwningAllocation;
   BindingKey() = default;
 };
 }  // namespace detail

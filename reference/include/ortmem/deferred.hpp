@@ -170,6 +170,11 @@ class DeferredReleaseDisposition {
   [[nodiscard]] std::optional<DeferredEnqueueRejection> rejection() const noexcept { return rejection_; }
   [[nodiscard]] const std::optional<AllocationReleaseOutcome>& outcome() const noexcept { return outcome_; }
 
+  // What queued() builds, public to the binding layer only, so that an owner
+  // can build it in place in the Expected it returns.
+  DeferredReleaseDisposition(detail::BindingKey, const AllocationIdentity& identity) noexcept
+      : identity_(identity) {}
+
  private:
   DeferredReleaseDisposition(const AllocationIdentity& identity, std::optional<DeferredEnqueueRejection> rejection,
                              std::optional<AllocationReleaseOutcome> outcome)

@@ -124,10 +124,14 @@ Expected<DeferredReleaseDisposition, OwningReleaseError> OwningAllocation::relea
   if (!pin) return fail(OwningReleaseError(BindingError::deferred_refused(pin.error()), std::move(*this)));
   auto prepared = prepare_in_place();
   if (!prepared) return fail(OwningReleaseError(std::move(prepared.error()), std::move(*this)));
-  const AllocationIdentity identity = prepared->identity();
+  // The request took only the metadata's pin on its mechanism, so the
+  // identity is still here to report; nothing is copied before it moves on.
+  const AllocationIdentity& identity = allocation_.identity_;
   // No registry or mechanism lock is held here.
   auto queued = queue.enqueue(std::move(*prepared), std::move(*pin));
-  if (queued) return DeferredReleaseDisposition::queued(identity);
+  if (queued) {
+    return Expected<DeferredReleaseDisposition, OwningReleaseError>(tl::in_place, detail::BindingKey(), identity);
+  }
   const DeferredEnqueueRejection rejection = queued.error().rejection();
   return DeferredReleaseDisposition::quarantined(identity, rejection, std::move(queued.error()).quarantine());
 }

@@ -83,7 +83,8 @@ class IdentityBlock {
  public:
   constexpr IdentityBlock() noexcept = default;
 
-  // The next identity of the block, or nothing once it is used up.
+  // Writes the block's next identity into `identity`; false, writing
+  // nothing, once the block is used up.
   template <class Id>
   [[nodiscard]] bool take(Id& identity) noexcept {
     if (next_ == end_) return false;

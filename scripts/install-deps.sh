@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ clang
+  cmake ninja-build g++ clang ccache
   libgtest-dev libgmock-dev librapidcheck-dev
   nlohmann-json3-dev libexpected-dev libcli11-dev libbenchmark-dev
   python3 python3-jsonschema

@@ -90,10 +90,15 @@ def main():
         reports = pathlib.Path(scratch_name) / "reports"
         reports.mkdir()
         # -O0 without debug information: a mutant is judged by behaviour, and
-        # this build is remade once per source mutant.
+        # this build is remade once per source mutant. Through ccache, with a
+        # cache of this run's own: restoring a mutated file recompiles every
+        # unit that includes it, and each of those compiles is then a hit on
+        # what the unmutated build stored.
+        os.environ["CCACHE_DIR"] = str(pathlib.Path(scratch_name) / "ccache")
+        launcher = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"] if shutil.which("ccache") else []
         subprocess.run(["cmake", "-S", str(scratch), "-B", str(build_dir), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=",
                         "-DCMAKE_CXX_FLAGS=-O0", "-DORTMEM_BUILD_BENCH=OFF", "-DORTMEM_BUILD_TESTS=OFF",
-                        "-DORTMEM_WITH_CUDA=OFF"],
+                        "-DORTMEM_WITH_CUDA=OFF", *launcher],
                        check=True, capture_output=True)
         previous = pathlib.Path(args.adapter_reports) if args.adapter_reports else None
         to_run = [m for m in adapter_mutants

@@ -38,24 +38,27 @@ Expected<DeferredEnqueued, DeferredEnqueueError> CudaDeferredReleaseQueue::enque
   // Recorded outside the lock: an event record is a driver call.
   auto fence = fences_->record();
   if (!fence) return refuse(DeferredEnqueueRejection::kRefused);
-  const std::lock_guard lock(mutex_);
-  // The state may have moved while the fence was recorded; check again, in the same order.
   std::optional<DeferredEnqueueRejection> rejection;
-  if (device_lost_) {
-    rejection = DeferredEnqueueRejection::kDeviceLost;
-  } else if (closed_) {
-    rejection = DeferredEnqueueRejection::kClosed;
-  } else if (capacity_ && entries_.size() >= *capacity_) {
-    rejection = DeferredEnqueueRejection::kFull;
-  }
-  if (!rejection) {
-    try {
-      entries_.emplace_back(Entry{*fence, std::move(request), std::move(pin)});
-      return DeferredEnqueued{};
-    } catch (const std::bad_alloc&) {
-      rejection = DeferredEnqueueRejection::kRefused;  // emplace_back is all-or-nothing: the request is still ours
+  {
+    const std::lock_guard lock(mutex_);
+    // The state may have moved while the fence was recorded; check again, in the same order.
+    if (device_lost_) {
+      rejection = DeferredEnqueueRejection::kDeviceLost;
+    } else if (closed_) {
+      rejection = DeferredEnqueueRejection::kClosed;
+    } else if (capacity_ && entries_.size() >= *capacity_) {
+      rejection = DeferredEnqueueRejection::kFull;
+    }
+    if (!rejection) {
+      try {
+        entries_.emplace_back(Entry{*fence, std::move(request), std::move(pin)});
+        return DeferredEnqueued{};
+      } catch (const std::bad_alloc&) {
+        rejection = DeferredEnqueueRejection::kRefused;  // emplace_back is all-or-nothing: the request is still ours
+      }
     }
   }
+  // The fence goes back with the lock released: the spin lock is never held across a call out.
   if (*rejection != DeferredEnqueueRejection::kDeviceLost) fences_->discard(*fence);
   return refuse(*rejection);
 }

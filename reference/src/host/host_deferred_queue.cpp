@@ -17,6 +17,12 @@ Expected<ProviderContextPin, ProviderContextPinError> HostDeferredReleaseQueue::
 
 Expected<DeferredEnqueued, DeferredEnqueueError> HostDeferredReleaseQueue::enqueue(
     PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept {
+  // The pin must be this queue's, and the request must belong to this
+  // queue's context too: a request of another context would be queued holding
+  // a pin on the wrong context, and its own context's teardown would not
+  // observe it (DQ-009). Read before the lock: asking the pin is a call out.
+  const bool foreign = !pin.holds_claim() || pin.context() != context_identity_ ||
+                       request.provider_context() != context_identity_;
   const std::lock_guard lock(mutex_);
   std::optional<DeferredEnqueueRejection> rejection;
   if (device_lost_) {
@@ -25,12 +31,7 @@ Expected<DeferredEnqueued, DeferredEnqueueError> HostDeferredReleaseQueue::enque
     rejection = DeferredEnqueueRejection::kClosed;
   } else if (capacity_ && entries_.size() >= *capacity_) {
     rejection = DeferredEnqueueRejection::kFull;
-  } else if (!pin.holds_claim() || pin.context() != context_identity_ ||
-             request.provider_context() != context_identity_) {
-    // The pin must be this queue's, and the request must belong to this
-    // queue's context too: a request of another context would be queued
-    // holding a pin on the wrong context, and its own context's teardown
-    // would not observe it (DQ-009).
+  } else if (foreign) {
     rejection = DeferredEnqueueRejection::kRefused;
   }
   if (rejection) return fail(DeferredEnqueueError(*rejection, std::move(request)));

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -68,6 +69,17 @@ enum class DeferredEnqueueRejection : std::uint8_t {
   kRefused,     // implementation-specific (e.g. a fence could not be recorded)
 };
 [[nodiscard]] std::string_view rejection_name(DeferredEnqueueRejection rejection) noexcept;
+
+// The ranking above, stated once for every queue: what a queue in this state
+// (holding `pending` requests, bounded by `capacity` if set) must answer, or
+// nullopt when none of the three applies.
+[[nodiscard]] constexpr std::optional<DeferredEnqueueRejection> first_rejection(
+    bool device_lost, bool closed, std::size_t pending, std::optional<std::size_t> capacity) noexcept {
+  if (device_lost) return DeferredEnqueueRejection::kDeviceLost;
+  if (closed) return DeferredEnqueueRejection::kClosed;
+  if (capacity && pending >= *capacity) return DeferredEnqueueRejection::kFull;
+  return std::nullopt;
+}
 
 // Why ownership was retained instead of released.
 struct QuarantineReason {

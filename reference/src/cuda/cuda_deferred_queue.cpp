@@ -26,9 +26,7 @@ Expected<DeferredEnqueued, DeferredEnqueueError> CudaDeferredReleaseQueue::enque
   };
   {
     const std::lock_guard lock(mutex_);
-    if (device_lost_) return refuse(DeferredEnqueueRejection::kDeviceLost);
-    if (closed_) return refuse(DeferredEnqueueRejection::kClosed);
-    if (capacity_ && entries_.size() >= *capacity_) return refuse(DeferredEnqueueRejection::kFull);
+    if (const auto rejection = first_rejection(device_lost_, closed_, entries_.size(), capacity_)) return refuse(*rejection);
   }
   // The pin and the request must both be this queue's context's, or the
   // request would be queued where its own context's teardown cannot see it.
@@ -41,14 +39,8 @@ Expected<DeferredEnqueued, DeferredEnqueueError> CudaDeferredReleaseQueue::enque
   std::optional<DeferredEnqueueRejection> rejection;
   {
     const std::lock_guard lock(mutex_);
-    // The state may have moved while the fence was recorded; check again, in the same order.
-    if (device_lost_) {
-      rejection = DeferredEnqueueRejection::kDeviceLost;
-    } else if (closed_) {
-      rejection = DeferredEnqueueRejection::kClosed;
-    } else if (capacity_ && entries_.size() >= *capacity_) {
-      rejection = DeferredEnqueueRejection::kFull;
-    }
+    // The state may have moved while the fence was recorded: check again.
+    rejection = first_rejection(device_lost_, closed_, entries_.size(), capacity_);
     if (!rejection) {
       try {
         entries_.emplace_back(Entry{*fence, std::move(request), std::move(pin)});

@@ -24,16 +24,8 @@ Expected<DeferredEnqueued, DeferredEnqueueError> HostDeferredReleaseQueue::enque
   const bool foreign = !pin.holds_claim() || pin.context() != context_identity_ ||
                        request.provider_context() != context_identity_;
   const std::lock_guard lock(mutex_);
-  std::optional<DeferredEnqueueRejection> rejection;
-  if (device_lost_) {
-    rejection = DeferredEnqueueRejection::kDeviceLost;
-  } else if (closed_) {
-    rejection = DeferredEnqueueRejection::kClosed;
-  } else if (capacity_ && entries_.size() >= *capacity_) {
-    rejection = DeferredEnqueueRejection::kFull;
-  } else if (foreign) {
-    rejection = DeferredEnqueueRejection::kRefused;
-  }
+  std::optional<DeferredEnqueueRejection> rejection = first_rejection(device_lost_, closed_, entries_.size(), capacity_);
+  if (!rejection && foreign) rejection = DeferredEnqueueRejection::kRefused;
   if (rejection) return fail(DeferredEnqueueError(*rejection, std::move(request)));
   try {
     // Built in place: a request is large, and every move of it is a copy.

@@ -3,7 +3,6 @@
 
 #include <gtest/gtest.h>
 
-#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -14,6 +13,24 @@ namespace ortmem {
 namespace {
 
 using testing::covers;
+
+// Runs `issue(thread, mine)` on four threads at once and gathers every serial
+// they were handed, repeats included.
+template <class IssueSerials>
+std::vector<std::uint64_t> serials_from_four_threads(IssueSerials issue) {
+  constexpr int kThreads = 4;
+  std::vector<std::vector<std::uint64_t>> per_thread(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back([&, t] { issue(t, per_thread[t]); });
+  for (auto& thread : threads) thread.join();
+  std::vector<std::uint64_t> all;
+  for (const auto& mine : per_thread) all.insert(all.end(), mine.begin(), mine.end());
+  return all;
+}
+
+std::size_t distinct(const std::vector<std::uint64_t>& serials) {
+  return std::set<std::uint64_t>(serials.begin(), serials.end()).size();
+}
 
 TEST(IdentityIssuer, IssuesDistinctIdentitiesThatNameTheirIssuer) {
   covers("BIND-001");
@@ -39,19 +56,11 @@ TEST(IdentityIssuer, ExhaustionIsAnErrorNotAWrap) {
 TEST(IdentityIssuer, ConcurrentIssueNeverRepeats) {
   covers("BIND-001");
   auto issuer = *IdentityIssuer::create();
-  std::mutex mutex;
-  std::set<std::uint64_t> serials;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&] {
-      std::vector<std::uint64_t> mine;
-      for (int i = 0; i < 5000; ++i) mine.push_back(issuer.issue<BindingId>()->opaque().serial());
-      const std::lock_guard lock(mutex);
-      serials.insert(mine.begin(), mine.end());
-    });
-  }
-  for (auto& thread : threads) thread.join();
+  const auto serials = serials_from_four_threads([&](int, std::vector<std::uint64_t>& mine) {
+    for (int i = 0; i < 5000; ++i) mine.push_back(issuer.issue<BindingId>()->opaque().serial());
+  });
   EXPECT_EQ(serials.size(), 20000U);
+  EXPECT_EQ(distinct(serials), serials.size()) << "a serial was handed out twice";
 }
 
 TEST(IdentityIssuer, ABlockIsShortenedNearExhaustionAndThenRefused) {
@@ -72,26 +81,19 @@ TEST(IdentityIssuer, ABlockIsShortenedNearExhaustionAndThenRefused) {
 TEST(IdentityIssuer, BlocksAndSingleIssuesNeverOverlapAcrossThreads) {
   covers("BIND-001");
   auto issuer = *IdentityIssuer::create();
-  std::mutex mutex;
-  std::set<std::uint64_t> serials;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      std::vector<std::uint64_t> mine;
-      for (int i = 0; i < 500; ++i) {
-        if (t % 2 == 0) {
-          mine.push_back(issuer.issue<BindingId>()->opaque().serial());
-          continue;
-        }
-        auto block = *issuer.reserve(7);
-        for (AllocationGeneration generation; block.take(generation);) mine.push_back(generation.opaque().serial());
+  // Even threads issue single serials, odd ones reserve blocks of 7, all at once.
+  const auto serials = serials_from_four_threads([&](int thread, std::vector<std::uint64_t>& mine) {
+    for (int i = 0; i < 500; ++i) {
+      if (thread % 2 == 0) {
+        mine.push_back(issuer.issue<BindingId>()->opaque().serial());
+        continue;
       }
-      const std::lock_guard lock(mutex);
-      serials.insert(mine.begin(), mine.end());
-    });
-  }
-  for (auto& thread : threads) thread.join();
-  EXPECT_EQ(serials.size(), 2U * 500U + 2U * 500U * 7U) << "a serial was handed out twice";
+      auto block = *issuer.reserve(7);
+      for (AllocationGeneration generation; block.take(generation);) mine.push_back(generation.opaque().serial());
+    }
+  });
+  EXPECT_EQ(serials.size(), 2U * 500U + 2U * 500U * 7U);
+  EXPECT_EQ(distinct(serials), serials.size()) << "a serial was handed out twice";
 }
 
 }  // namespace

@@ -80,5 +80,17 @@ TEST(QuarantineReason, EnqueueRejectionsAreDistinguishedAndNamed) {
   EXPECT_EQ(reason_name(QuarantineReason::of(QuarantineReason::Kind::kAllocatorRefused)), "allocator-refused");
 }
 
+TEST(DeferredEnqueueRejection, TheFirstThatAppliesIsTheMostPermanent) {
+  covers("DQ-006");
+  using Rejection = DeferredEnqueueRejection;
+  constexpr std::optional<std::size_t> kOne = 1;
+  EXPECT_EQ(first_rejection(true, true, 1, kOne), Rejection::kDeviceLost);
+  EXPECT_EQ(first_rejection(true, false, 0, kOne), Rejection::kDeviceLost);
+  EXPECT_EQ(first_rejection(false, true, 1, kOne), Rejection::kClosed);
+  EXPECT_EQ(first_rejection(false, false, 1, kOne), Rejection::kFull);
+  EXPECT_EQ(first_rejection(false, false, 0, kOne), std::nullopt);
+  EXPECT_EQ(first_rejection(false, false, 1'000'000, std::nullopt), std::nullopt) << "an unbounded queue is never full";
+}
+
 }  // namespace
 }  // namespace ortmem

@@ -25,6 +25,8 @@ def main(path):
         ("Live/1000000 ÷ Live/100", ns("BM_OwningAllocRelease_Live/1000000") / ns("BM_OwningAllocRelease_Live/100"), "≤ 1.3"),
         ("Threads: items/s at 2 ÷ at 1",
          rate("BM_OwningAllocRelease_Threads/real_time/threads:2") / rate("BM_OwningAllocRelease_Threads/real_time/threads:1"), "≥ 1.0"),
+        ("Threads, raw host allocator alone (the baseline's own scaling)",
+         rate("BM_RawHostAllocRelease_Threads/real_time/threads:2") / rate("BM_RawHostAllocRelease_Threads/real_time/threads:1"), "—"),
         ("DeferredEnqueueDrain/64 ÷ RawHostAllocRelease/64", ns("BM_DeferredEnqueueDrain/64") / ns("BM_RawHostAllocRelease/64"), "≤ 3.5"),
         ("PinAcquireRelease (1 thread) ÷ AtomicIncDec",
          ns("BM_PinAcquireRelease/real_time/threads:1") / ns("BM_AtomicIncDec"), "≤ 2.0"),

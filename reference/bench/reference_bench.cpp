@@ -1,6 +1,6 @@
 // Benchmarks of the reference's hot paths, each read as a ratio against a
 // baseline in the same run (scripts/bench.sh prints the ratios):
-//   owning allocate + release_now   vs  the raw host allocator
+//   owning allocate + release_now   vs  the raw host allocator (also per thread count)
 //   pin acquire + release           vs  one atomic increment and decrement
 //   snapshot with 100000 quarantined vs snapshot with none
 #include <benchmark/benchmark.h>
@@ -96,6 +96,19 @@ void BM_OwningAllocRelease_Live(benchmark::State& state) {
   for (auto& owner : live) (void)std::move(owner).release_now();
 }
 BENCHMARK(BM_OwningAllocRelease_Live)->Arg(100)->Arg(10000)->Arg(1000000);
+
+// Several threads on one host allocator: how far the baseline itself scales.
+std::unique_ptr<host::HostAllocator> shared_allocator;
+void BM_RawHostAllocRelease_Threads(benchmark::State& state) {
+  if (state.thread_index() == 0) shared_allocator = std::make_unique<host::HostAllocator>();
+  for (auto _ : state) {
+    void* ptr = *shared_allocator->allocate(64, 16);
+    benchmark::DoNotOptimize(ptr);
+    benchmark::DoNotOptimize(shared_allocator->release(ptr, 64, 16));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_RawHostAllocRelease_Threads)->Threads(1)->Threads(2)->UseRealTime();
 
 // Several threads on one binding (one mechanism).
 std::unique_ptr<Bound> shared_bound;

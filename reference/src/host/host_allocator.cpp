@@ -37,6 +37,24 @@ HostAllocator::~HostAllocator() {
   }
 }
 
+std::size_t HostAllocator::live_allocations() const noexcept {
+  std::size_t total = 0;
+  for (const Shard& shard : shards_) {
+    const std::lock_guard lock(shard.mutex);
+    total += shard.live.size();
+  }
+  return total;
+}
+
+std::uint64_t HostAllocator::live_bytes() const noexcept {
+  std::uint64_t total = 0;
+  for (const Shard& shard : shards_) {
+    const std::lock_guard lock(shard.mutex);
+    total += shard.live_bytes;
+  }
+  return total;
+}
+
 HostAllocator::Shard& HostAllocator::shard_for(const void* ptr) noexcept {
   // Blocks are at least 16-byte aligned; mix the bits above that so neighbours spread.
   const auto address = reinterpret_cast<std::uintptr_t>(ptr) >> 4;
@@ -65,13 +83,12 @@ Expected<void*, MemoryError> HostAllocator::allocate(std::size_t bytes, std::siz
   try {
     const std::lock_guard lock(shard.mutex);
     shard.live.emplace(reinterpret_cast<std::uintptr_t>(ptr), LiveRecord{bytes, align});
+    shard.live_bytes += bytes;
   } catch (const std::bad_alloc&) {
     raw_free(ptr, align);
     return fail(MemoryError::allocation_failed(
         Tier::kHost, bytes, "the host is out of memory for the allocator's own live record"));
   }
-  live_allocations_.fetch_add(1, std::memory_order_relaxed);
-  live_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   return ptr;
 }
 
@@ -93,11 +110,10 @@ AllocationReleaseOutcome HostAllocator::release(void* ptr, std::size_t bytes,
           std::to_string(align) + "; nothing was changed: release it with its own size and alignment");
     }
     shard.live.erase(found);
+    shard.live_bytes -= bytes;
   }
   // The record is gone, so no other release can match this block: free it unlocked.
   raw_free(ptr, align);
-  live_allocations_.fetch_sub(1, std::memory_order_relaxed);
-  live_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
   return AllocationReleaseOutcome::complete(ReleaseAccounting::eager(bytes));
 }
 

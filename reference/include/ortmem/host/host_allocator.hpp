@@ -15,7 +15,6 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -41,29 +40,29 @@ class HostAllocator final : public DeviceAllocator {
   void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override;
   [[nodiscard]] DeviceKey device() const noexcept override { return DeviceKey::host(); }
 
-  [[nodiscard]] std::size_t live_allocations() const noexcept {
-    return live_allocations_.load(std::memory_order_relaxed);
-  }
-  [[nodiscard]] std::uint64_t live_bytes() const noexcept {
-    return live_bytes_.load(std::memory_order_relaxed);
-  }
+  // Totals over the shards, each read under its lock: exact while no
+  // allocation or release runs, and otherwise a sum of per-shard values that
+  // may belong to different instants.
+  [[nodiscard]] std::size_t live_allocations() const noexcept;
+  [[nodiscard]] std::uint64_t live_bytes() const noexcept;
 
  private:
   struct LiveRecord {
     std::size_t bytes;
     std::size_t align;
   };
+  // The totals live in the shards, beside the records they count, so that
+  // threads working on different shards write no common cache line.
   struct alignas(64) Shard {
-    std::mutex mutex;
+    mutable std::mutex mutex;
     std::unordered_map<std::uintptr_t, LiveRecord> live;
+    std::uint64_t live_bytes = 0;
   };
   static constexpr std::size_t kShardCount = 64;
 
   [[nodiscard]] Shard& shard_for(const void* ptr) noexcept;
 
   std::array<Shard, kShardCount> shards_;
-  std::atomic<std::size_t> live_allocations_{0};
-  std::atomic<std::uint64_t> live_bytes_{0};
 };
 
 }  // namespace ortmem::host

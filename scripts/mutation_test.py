@@ -25,8 +25,12 @@ ENFORCED_PROFILES = {"core", "pins", "deferred", "virtual", "shared"}
 RUN_FLAGS = ["--isolate", "test", "--timeout", "3"]
 
 
+STARTED = time.monotonic()
+
+
 def log(message):
-    print(message, flush=True)
+    # Stamped with the seconds since start, so a slow step shows in CI's log.
+    print(f"[{time.monotonic() - STARTED:4.0f} s] {message}", flush=True)
 
 
 def tracked_files():
@@ -78,7 +82,6 @@ def main():
         source_mutants = [m for m in source_mutants if m["name"] in only]
         adapter_mutants = [m for m in adapter_mutants if m["name"] in only]
 
-    started = time.monotonic()
     problems = []
     killed_by = {r["id"]: [] for r in spec["requirements"]}
     with tempfile.TemporaryDirectory(prefix="ortmem-mutation-") as scratch_name:
@@ -172,7 +175,7 @@ def main():
     matrix["summary"] = {
         "adapter_mutants": len(adapter_mutants), "source_mutants": len(source_mutants),
         "must_requirements": len(must), "must_killed_or_justified": len(must) - len(unkilled),
-        "enforced_profiles": sorted(ENFORCED_PROFILES), "seconds": round(time.monotonic() - started, 1)}
+        "enforced_profiles": sorted(ENFORCED_PROFILES), "seconds": round(time.monotonic() - STARTED, 1)}
     if not only:
         for rid in unkilled:
             problems.append(f"{rid} is a MUST requirement no mutant kills and spec/ does not justify")

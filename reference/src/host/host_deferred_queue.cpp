@@ -48,26 +48,34 @@ std::size_t HostDeferredReleaseQueue::executed() const noexcept {
 }
 
 std::size_t HostDeferredReleaseQueue::poll() noexcept {
-  const std::unique_lock executing(executing_, std::try_to_lock);
-  if (!executing.owns_lock()) return 0;
-  std::size_t ran = 0;
   const std::uint64_t completed = stream_->completed();
-  for (bool more = true; more;) {
-    std::unique_lock lock(mutex_);
-    if (entries_.empty() || entries_.front().fence > completed) break;
+  std::size_t ran = 0;
+  std::unique_lock lock(mutex_);
+  // The claim to execute is read and taken under the bookkeeping lock that
+  // the first pop needs anyway, so a poll that runs one request takes one lock.
+  if (executing_.load(std::memory_order_acquire)) return 0;
+  while (!entries_.empty() && entries_.front().fence <= completed) {
+    executing_.store(true, std::memory_order_relaxed);
     Entry entry = entries_.pop_front();
-    // Whether the next one is ready too is read in the same critical section,
-    // so draining one request takes the lock once. A request enqueued after
-    // this read waits for the next poll, as one enqueued after poll() began may.
-    more = !entries_.empty() && entries_.front().fence <= completed;
+    // Whether the next one is ready too is read in the same critical section.
+    // A request enqueued after this read waits for the next poll, as one
+    // enqueued after poll() began may.
+    const bool more = !entries_.empty() && entries_.front().fence <= completed;
     lock.unlock();
     // Outside the bookkeeping lock: the allocator may call back into this queue.
     (void)std::move(entry.request).execute();
     entry.pin.reset();  // released only now, after the request settled
-    // Only the poller holding `executing_` writes it: a store, not a read-modify-write.
+    // Only the executing poller writes it: a store, not a read-modify-write.
     executed_.store(executed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     ++ran;
+    if (!more) {
+      // Released without the lock; the next poller's acquire sees every request run here as settled.
+      executing_.store(false, std::memory_order_release);
+      return ran;
+    }
+    lock.lock();
   }
+  executing_.store(false, std::memory_order_release);
   return ran;
 }
 

@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -100,6 +102,35 @@ TEST_F(DeferredQueueTest, RequestsExecuteInEnqueueOrderExactlyOnce) {
   EXPECT_EQ(m_.allocator->released_addresses(), order);
   EXPECT_EQ(m_.allocator->release_calls(), 5U);
   EXPECT_EQ(m_.allocator->failed_releases(), 0U);
+  EXPECT_TRUE(has_counts(snapshot(m_), Counts{}));
+}
+
+TEST_F(DeferredQueueTest, PollersRacingEachOtherKeepTheOrderAndRunEachRequestOnce) {
+  covers("DQ-002");
+  // Every request has its own fence, completed one at a time while three
+  // threads poll: a poller that ran a later request before an earlier one
+  // was done would show as a release out of order.
+  constexpr int kRequests = 20000;
+  std::vector<void*> order;
+  std::vector<std::uint64_t> tickets;
+  for (int i = 0; i < kRequests; ++i) {
+    tickets.push_back(stream_->submit());
+    auto next = owner();
+    order.push_back(next.data());
+    ASSERT_TRUE(std::move(next).release_deferred(*queue_));
+  }
+  std::atomic<std::size_t> ran{0};
+  std::vector<std::thread> pollers;
+  for (int t = 0; t < 3; ++t) {
+    pollers.emplace_back([&] {
+      while (ran.load() < kRequests) ran += queue_->poll();
+    });
+  }
+  for (const std::uint64_t ticket : tickets) stream_->complete_through(ticket);
+  for (auto& poller : pollers) poller.join();
+  EXPECT_EQ(ran.load(), std::size_t{kRequests}) << "a request ran twice";
+  EXPECT_EQ(queue_->executed(), std::size_t{kRequests});
+  EXPECT_EQ(m_.allocator->released_addresses(), order);
   EXPECT_TRUE(has_counts(snapshot(m_), Counts{}));
 }
 

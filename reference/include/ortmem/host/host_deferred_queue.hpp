@@ -91,12 +91,13 @@ class HostDeferredReleaseQueue final : public DeferredReleaseQueue {
   detail::ReusableFifo<Entry> entries_;
   bool closed_ = false;
   bool device_lost_ = false;
-  // Raised after each request settled and its pin went, only by the poller
-  // holding `executing_`; read without any lock.
+  // Raised after each request settled and its pin went, only by the
+  // executing poller; read without any lock.
   std::atomic<std::size_t> executed_{0};
-  // Held while requests execute, so two pollers cannot reorder the FIFO. Only
-  // ever tried, never waited for: a second poller returns at once.
-  detail::SpinLock executing_;
+  // True while one poller executes requests, so two pollers cannot reorder the
+  // FIFO. Read and set only under mutex_; cleared by that poller once done,
+  // with or without the lock. A second poller returns at once, never waits.
+  std::atomic<bool> executing_{false};
 };
 
 }  // namespace ortmem::host

@@ -231,23 +231,21 @@ TEST(HostAllocator, ConcurrentAllocateAndReleaseFromEightThreads) {
       }
     });
   }
-  // The totals are read while the workers run: each thread holds at most 9
-  // blocks of at most 700 bytes, so no sum over the shards may exceed that.
+  // The totals are read while the workers run, so that the tsan preset checks
+  // those reads against the writers. Their values mid-run are not asserted:
+  // a sum over shards read one after another may count a block released from
+  // one shard and its successor in another.
   std::atomic<bool> done{false};
-  std::size_t most_live = 0;
-  std::uint64_t most_bytes = 0;
   std::thread reader([&] {
     while (!done.load()) {
-      most_live = std::max(most_live, allocator.live_allocations());
-      most_bytes = std::max(most_bytes, allocator.live_bytes());
+      (void)allocator.live_allocations();
+      (void)allocator.live_bytes();
     }
   });
   for (auto& thread : threads) thread.join();
   done = true;
   reader.join();
   EXPECT_EQ(failures.load(), 0);
-  EXPECT_LE(most_live, std::size_t{kThreads * 9});
-  EXPECT_LE(most_bytes, std::uint64_t{kThreads * 9 * 700});
   EXPECT_EQ(allocator.live_allocations(), 0U);
   EXPECT_EQ(allocator.live_bytes(), 0U);
 }

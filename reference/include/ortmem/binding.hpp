@@ -146,8 +146,9 @@ class MemoryBinding {
     detail::RecordSlot slot;
     void* ptr;
   };
-  [[nodiscard]] Expected<Recorded, BindingError> record_allocation(void* ptr, std::size_t bytes,
-                                                                   std::size_t align) const;
+  // Records ptr as live; `operation` (the caller's, still open) ends in the same step.
+  [[nodiscard]] Expected<Recorded, BindingError> record_allocation(void* ptr, std::size_t bytes, std::size_t align,
+                                                                   detail::ActiveOperation& operation) const;
   // Opens an operation, allocates with no lock held and records the result.
   [[nodiscard]] Expected<Recorded, BindingError> allocate_recorded(std::size_t bytes, std::size_t align) const;
   [[nodiscard]] BoundAllocation metadata(const Recorded& recorded, std::size_t bytes, std::size_t align) const;

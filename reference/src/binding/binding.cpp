@@ -18,9 +18,9 @@ detail::AllocationRecord record_of(BindingId binding, const void* ptr, std::size
 MemoryBinding::MemoryBinding(BindingIdentity identity, std::shared_ptr<detail::Mechanism> mechanism) noexcept
     : identity_(identity), mechanism_(std::move(mechanism)) {}
 
-Expected<MemoryBinding::Recorded, BindingError> MemoryBinding::record_allocation(void* ptr, std::size_t bytes,
-                                                                                std::size_t align) const {
-  auto recorded = mechanism_->record(record_of(identity_.id, ptr, bytes, align));
+Expected<MemoryBinding::Recorded, BindingError> MemoryBinding::record_allocation(
+    void* ptr, std::size_t bytes, std::size_t align, detail::ActiveOperation& operation) const {
+  auto recorded = mechanism_->record(record_of(identity_.id, ptr, bytes, align), operation);
   if (!recorded) return fail(std::move(recorded.error()));
   return Recorded{recorded->generation, recorded->slot, ptr};
 }
@@ -45,7 +45,7 @@ Expected<MemoryBinding::Recorded, BindingError> MemoryBinding::allocate_recorded
   // No lock is held across the allocator: it may call back into the registry.
   auto ptr = mechanism_->allocator().allocate(bytes, align);
   if (!ptr) return fail(BindingError::memory(std::move(ptr.error())));
-  auto recorded = record_allocation(*ptr, bytes, align);
+  auto recorded = record_allocation(*ptr, bytes, align, *operation);
   if (!recorded) {
     // Never recorded, so nobody else can name it: hand it straight back.
     (void)mechanism_->allocator().release(*ptr, bytes, align);
@@ -69,7 +69,7 @@ Expected<OwningAllocation, BindingError> MemoryBinding::adopt_allocation(void* p
                                                                          std::size_t align) const {
   auto operation = mechanism_->begin_active("adopting an allocation");
   if (!operation) return fail(operation.error());
-  auto recorded = record_allocation(ptr, bytes, align);
+  auto recorded = record_allocation(ptr, bytes, align, *operation);
   if (!recorded) return fail(std::move(recorded.error()));
   return owner_of(*recorded, bytes, align);
 }

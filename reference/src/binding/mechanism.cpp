@@ -9,7 +9,7 @@ Mechanism::Mechanism(MechanismIdentity identity, DeviceKey device, MechanismCohe
 
 BindingError Mechanism::inactive_error(MechanismLifecycle lifecycle, std::string_view operation) {
   if (lifecycle == MechanismLifecycle::kDeviceLost) {
-    // The reason was stored under this lock before the gate turned device-lost.
+    // The reason was stored under this lock before the lifecycle turned device-lost.
     const std::lock_guard lock(mutex_);
     return BindingError::device_lost(device_, loss_reason_);
   }
@@ -17,15 +17,25 @@ BindingError Mechanism::inactive_error(MechanismLifecycle lifecycle, std::string
 }
 
 Expected<ActiveOperation, BindingError> Mechanism::begin_active(std::string_view operation) {
-  // Counted in the same step that checks the lifecycle, so a confirmation that
-  // saw the mechanism lost also sees every operation that started while it
-  // was active, and a refused operation is never counted.
-  MechanismLifecycle refused_by{};
-  if (!gate_.try_open(false, refused_by)) return fail(inactive_error(refused_by, operation));
-  return gate_.adopt_opened();
+  RecordShard& shard = live_.shard(RecordTable::home_shard());
+  MechanismLifecycle lifecycle{};
+  {
+    // Counted in the same step that checks the lifecycle, so a confirmation
+    // that saw the mechanism lost also sees every operation that started
+    // while it was active, and a refused operation is never counted.
+    const std::lock_guard lock(shard.guard);
+    lifecycle = lifecycle_.load(std::memory_order_acquire);
+    if (lifecycle == MechanismLifecycle::kActive) {
+      ++shard.active;
+      return ActiveOperation(shard.guard, shard.active);
+    }
+  }
+  // Built with no shard lock held (a device-lost error takes the mechanism lock).
+  return fail(inactive_error(lifecycle, operation));
 }
 
-Expected<Mechanism::Recorded, BindingError> Mechanism::record(const AllocationRecord& record) {
+Expected<Mechanism::Recorded, BindingError> Mechanism::record(const AllocationRecord& record,
+                                                              ActiveOperation& operation) {
   const std::uint32_t home = RecordTable::home_shard();
   RecordShard& shard = live_.shard(home);
   AllocationGeneration generation;
@@ -41,6 +51,9 @@ Expected<Mechanism::Recorded, BindingError> Mechanism::record(const AllocationRe
       (void)shard.generations.take(generation);
     }
     index = shard.insert(generation.opaque().serial(), record);
+    // Only once recorded: a caller that failed here still hands the memory
+    // back to the allocator, inside its operation.
+    if (index) operation.finish_holding(shard.guard);
   }
   if (!index) {
     return fail(BindingError::memory(MemoryError::allocation_failed(
@@ -68,11 +81,11 @@ Check Mechanism::validate(const BindingIdentity& through, const AllocationIdenti
   MechanismLifecycle lifecycle{};
   bool live = false;
   {
-    // The gate is read under the shard lock: termination turns the gate
+    // The lifecycle is read under the shard lock: termination turns it
     // before it clears each shard under its lock, so a record found here was
     // live while the lifecycle read here held.
     const std::lock_guard lock(shard.guard);
-    lifecycle = gate_.load().lifecycle;
+    lifecycle = lifecycle_.load(std::memory_order_acquire);
     if (lifecycle == MechanismLifecycle::kActive) {
       const AllocationRecord* found = shard.find(slot.index, identity.generation.opaque().serial());
       live = found != nullptr && matches(*found, expected);
@@ -93,12 +106,10 @@ Check Mechanism::take_for_release(const BindingIdentity& through, const Allocati
   MechanismLifecycle lifecycle{};
   {
     // The lifecycle is read under the shard lock that the count is raised
-    // under. A confirmation reads the gate (device-lost) and then each shard's
-    // count under its lock, so a take either finished before that read and is
-    // counted, or reads the gate after it and is refused.
+    // under (see mechanism.hpp on why a confirmation then misses no take).
     const std::lock_guard lock(shard.guard);
     // Lifecycle before staleness, as the refusals are ranked.
-    lifecycle = gate_.load().lifecycle;
+    lifecycle = lifecycle_.load(std::memory_order_acquire);
     if (lifecycle == MechanismLifecycle::kActive || lifecycle == MechanismLifecycle::kRetired) {
       const AllocationRecord* found = shard.find(slot.index, identity.generation.opaque().serial());
       if (found == nullptr || !matches(*found, expected)) return fail(BindingError::stale_allocation(identity));
@@ -112,18 +123,20 @@ Check Mechanism::take_for_release(const BindingIdentity& through, const Allocati
   return fail(inactive_error(lifecycle, "preparing a release"));
 }
 
-std::size_t Mechanism::queued_releases() {
-  std::size_t queued = 0;
+Mechanism::ShardTotals Mechanism::shard_totals() {
+  ShardTotals totals;
   for (RecordShard& shard : live_.shards()) {
     const std::lock_guard shard_lock(shard.guard);
-    queued += shard.queued;
+    totals.live += shard.live();
+    totals.queued += shard.queued;
+    totals.active += shard.active;
   }
-  return queued;
+  return totals;
 }
 
 Mechanism::Gate Mechanism::release_gate() const noexcept {
   if (poisoned_.load(std::memory_order_acquire)) return Gate::kPoisoned;
-  switch (gate_.load().lifecycle) {
+  switch (lifecycle_.load(std::memory_order_acquire)) {
     case MechanismLifecycle::kActive:
     case MechanismLifecycle::kRetired: return Gate::kAllowed;
     case MechanismLifecycle::kDeviceLost: return Gate::kDeviceLost;
@@ -147,7 +160,7 @@ void Mechanism::settle_quarantined(RecordSlot slot, const QuarantinedAllocation&
 
 void Mechanism::record_quarantine(const QuarantinedAllocation& record) noexcept {
   const std::lock_guard lock(mutex_);
-  if (gate_.load().lifecycle == MechanismLifecycle::kTerminated) return;  // termination already discharged it
+  if (lifecycle_.load(std::memory_order_relaxed) == MechanismLifecycle::kTerminated) return;  // termination already discharged it
   ++quarantined_count_;
   quarantined_bytes_ += record.retained_bytes;
   try {
@@ -160,41 +173,42 @@ void Mechanism::record_quarantine(const QuarantinedAllocation& record) noexcept 
 
 void Mechanism::retire() {
   const std::lock_guard lock(mutex_);
-  gate_.transition([](MechanismLifecycle from) { return from == MechanismLifecycle::kActive; },
-                   MechanismLifecycle::kRetired);
+  transition([](MechanismLifecycle from) { return from == MechanismLifecycle::kActive; },
+             MechanismLifecycle::kRetired);
 }
 
 void Mechanism::invalidate(const std::shared_ptr<const std::string>& reason) {
   const std::lock_guard lock(mutex_);
-  const MechanismLifecycle lifecycle = gate_.load().lifecycle;
+  const MechanismLifecycle lifecycle = lifecycle_.load(std::memory_order_relaxed);
   if (lifecycle == MechanismLifecycle::kTerminated || lifecycle == MechanismLifecycle::kDeviceLost) return;
-  // The reason first: whoever sees device-lost in the gate reads it under this lock.
+  // The reason first: whoever sees device-lost reads it under this lock.
   loss_reason_ = reason;
-  gate_.transition([](MechanismLifecycle from) { return from == MechanismLifecycle::kActive ||
-                                                        from == MechanismLifecycle::kRetired; },
-                   MechanismLifecycle::kDeviceLost);
+  transition([](MechanismLifecycle from) { return from == MechanismLifecycle::kActive ||
+                                                  from == MechanismLifecycle::kRetired; },
+             MechanismLifecycle::kDeviceLost);
 }
 
 Expected<void, BindingError> Mechanism::check_terminable(ProviderContextIdentity context) {
-  // Lifecycle and count are read in one load, as under one lock.
-  const LifecycleGate::State state = gate_.load();
-  if (state.lifecycle == MechanismLifecycle::kTerminated) return {};
-  if (state.lifecycle != MechanismLifecycle::kDeviceLost) {
-    return fail(BindingError::inactive_mechanism(identity_, state.lifecycle,
+  const MechanismLifecycle lifecycle = lifecycle_.load(std::memory_order_acquire);
+  if (lifecycle == MechanismLifecycle::kTerminated) return {};
+  if (lifecycle != MechanismLifecycle::kDeviceLost) {
+    return fail(BindingError::inactive_mechanism(identity_, lifecycle,
                                                  "confirming termination before the device was invalidated"));
   }
-  // Device-lost refuses new operations and new prepared releases, so once
-  // both read zero they stay zero.
-  const std::size_t active = state.active + queued_releases();
+  // The lifecycle was read first, so the shards read now miss nothing that
+  // was let in (mechanism.hpp). Device-lost refuses new operations and new
+  // prepared releases, so once both read zero they stay zero.
+  const ShardTotals totals = shard_totals();
+  const std::size_t active = totals.active + totals.queued;
   if (active != 0) return fail(BindingError::context_not_quiescent(context, active));
   return {};
 }
 
 void Mechanism::terminate() {
   const std::lock_guard lock(mutex_);
-  gate_.transition([](MechanismLifecycle) { return true; }, MechanismLifecycle::kTerminated);
+  transition([](MechanismLifecycle) { return true; }, MechanismLifecycle::kTerminated);
   // The context is gone, and with it every byte these records describe. The
-  // gate turned first, so a shard reader that finds a record still saw it live.
+  // lifecycle turned first, so a shard reader that finds a record still saw it live.
   for (RecordShard& shard : live_.shards()) {
     const std::lock_guard shard_lock(shard.guard);
     shard.clear();
@@ -204,32 +218,23 @@ void Mechanism::terminate() {
   quarantined_bytes_ = 0;
 }
 
-MechanismLifecycle Mechanism::lifecycle() { return gate_.load().lifecycle; }
+MechanismLifecycle Mechanism::lifecycle() { return lifecycle_.load(std::memory_order_acquire); }
 
 MechanismSnapshot Mechanism::snapshot() {
   const std::lock_guard lock(mutex_);
-  // The gate is read before the shards: an operation that records stays
-  // counted in the gate until its shard is updated, and a request leaves its
-  // record's live count and enters its queued count in one step, so the live,
-  // queued and active figures can never all read zero while one is under way.
-  const LifecycleGate::State state = gate_.load();
-  std::size_t live = 0;
-  std::size_t queued = 0;
-  for (RecordShard& shard : live_.shards()) {
-    const std::lock_guard shard_lock(shard.guard);
-    live += shard.live();
-    queued += shard.queued;
-  }
+  // The lifecycle is read before the shards, as a confirmation reads them.
+  const MechanismLifecycle lifecycle = lifecycle_.load(std::memory_order_acquire);
+  const ShardTotals totals = shard_totals();
   return MechanismSnapshot{
       .identity = identity_,
       .device = device_,
       .provider_context = context(),
       .authority = authority(),
       .coherence = coherence_,
-      .lifecycle = state.lifecycle,
-      .live_allocations = live,
-      .active_operations = state.active + queued,
-      .queued_releases = queued,
+      .lifecycle = lifecycle,
+      .live_allocations = totals.live,
+      .active_operations = totals.active + totals.queued,
+      .queued_releases = totals.queued,
       .quarantined_allocations = quarantined_count_,
       .quarantined_bytes = quarantined_bytes_,
   };

@@ -1,21 +1,30 @@
 // mechanism.hpp (internal): one registered allocator, its records and its
 // lifecycle.
 //
-// The lifecycle and the count of in-flight operations live in one atomic word
-// (LifecycleGate), so opening an operation takes no lock. A prepared release
-// is an active operation too, but it is counted where its record was taken,
-// as its shard's queued count: taking the record, checking the lifecycle and
-// counting the request are then one step under that shard's lock, and the
-// active count a snapshot or a confirmation reports is the gate's plus the
-// shards'. Live records live in a sharded RecordTable; a shard's lock is held
-// while a record is checked or taken AND the gate is read or opened, so "the
-// lifecycle allowed it and the record matched" is one step, exactly as under
-// a single lock. The mechanism lock guards the lifecycle transitions (with
-// the loss reason), quarantined ownership and the poisoned flag. Lock order:
-// the mechanism lock may be held while a shard lock is taken, never the
-// reverse. No lock here is held together with the registry lock or across a
-// callback: every method either reads or updates records and returns, and
-// callers make allocator calls after.
+// Everything an allocate or a release counts lives in the sharded RecordTable,
+// under the shard's lock: live records, queued releases (a prepared release
+// is an active operation until it settles) and open operations, each in the
+// shard of the thread that made it. The lifecycle is one atomic, turned only
+// under the mechanism lock (with the loss reason) and read under a shard lock
+// in the same step that counts or takes something there. A confirmation or a
+// snapshot reads the lifecycle first and then each shard under its lock, so:
+//   - an operation or a take either finished its shard step before the
+//     confirmation read that shard, and is counted, or read the lifecycle
+//     after the turn to device-lost, and was refused;
+//   - an allocation leaves the active count in the same step that makes its
+//     record live, and a release leaves the live count in the step that makes
+//     it queued, so the live, queued and active figures never all read zero
+//     while one is under way.
+// Counting in the caller's own shard, rather than in one word of the
+// mechanism, is what lets two threads on one binding run without writing a
+// common cache line.
+//
+// The mechanism lock guards the lifecycle transitions (with the loss reason),
+// quarantined ownership and the poisoned flag. Lock order: the mechanism lock
+// may be held while a shard lock is taken, never the reverse. No lock here is
+// held together with the registry lock or across a callback: every method
+// either reads or updates records and returns, and callers make allocator
+// calls after.
 #pragma once
 
 #include <atomic>
@@ -35,7 +44,6 @@
 #include "ortmem/detail/check.hpp"
 #include "ortmem/detail/record_slot.hpp"
 #include "ortmem/mechanism_snapshot.hpp"
-#include "lifecycle_gate.hpp"
 #include "record_table.hpp"
 
 namespace ortmem::detail {
@@ -82,7 +90,10 @@ class Mechanism {
     RecordSlot slot;
   };
   // Records a new live allocation under a generation never issued before.
-  [[nodiscard]] Expected<Recorded, BindingError> record(const AllocationRecord& record);
+  // Once recorded, `operation` (the allocation's, opened on this thread)
+  // finishes in the same step, so the allocation counts as live or as active
+  // throughout.
+  [[nodiscard]] Expected<Recorded, BindingError> record(const AllocationRecord& record, ActiveOperation& operation);
   // Checks that metadata still names its live record (mechanism active).
   [[nodiscard]] Check validate(const BindingIdentity& through, const AllocationIdentity& identity, RecordSlot slot,
                                const AllocationRecord& expected, std::string_view operation);
@@ -112,8 +123,18 @@ class Mechanism {
   // The refusal for an operation that found the mechanism `lifecycle`.
   [[nodiscard]] BindingError inactive_error(MechanismLifecycle lifecycle, std::string_view operation);
   void record_quarantine(const QuarantinedAllocation& record) noexcept;
-  // Unsettled prepared releases, summed over the shards under their locks.
-  [[nodiscard]] std::size_t queued_releases();
+  // The shards' counts, each shard read under its lock.
+  struct ShardTotals {
+    std::size_t live = 0;
+    std::size_t queued = 0;
+    std::size_t active = 0;
+  };
+  [[nodiscard]] ShardTotals shard_totals();
+  // Moves the lifecycle to `to` unless it is one `from` excludes; called under mutex_.
+  template <class Allowed>
+  void transition(Allowed from, MechanismLifecycle to) noexcept {
+    if (from(lifecycle_.load(std::memory_order_relaxed))) lifecycle_.store(to, std::memory_order_release);
+  }
 
   const MechanismIdentity identity_;
   const DeviceKey device_;
@@ -122,10 +143,8 @@ class Mechanism {
   // from; kept alive here because a mechanism can outlive its registry.
   const std::shared_ptr<IdentityIssuer> identities_;
 
-  // On a cache line of its own (with the flag read beside it): every operation
-  // of every thread writes the gate, and sharing its line with the read-only
-  // fields above would make each of those reads a miss on the other core.
-  alignas(64) LifecycleGate gate_;
+  // Read by every operation, written only by the rare transitions.
+  std::atomic<MechanismLifecycle> lifecycle_{MechanismLifecycle::kActive};
   // Set when bookkeeping could not be completed (out of memory while
   // recording): from then on releases settle as state-poisoned. Sticky, so
   // it is read without the lock.
@@ -133,7 +152,7 @@ class Mechanism {
   RecordTable live_;
 
   std::mutex mutex_;
-  // Set before the gate turns device-lost, under this lock.
+  // Set before the lifecycle turns device-lost, under this lock.
   std::shared_ptr<const std::string> loss_reason_;
   std::unordered_map<std::uint64_t, QuarantinedAllocation> quarantined_;
   // Kept beside the map so a snapshot is O(1) and stays right even if

@@ -12,7 +12,7 @@
 // live allocation is the record itself and lookup is an index, whatever the
 // number of live allocations. Freed slots are reused through a free list.
 //
-// Each shard's lock guards its slots and its live count.
+// Each shard's lock guards its slots and its live, queued and active counts.
 // The table never takes another lock and never calls out while holding one.
 #pragma once
 
@@ -69,6 +69,12 @@ class alignas(64) RecordShard {
   // the record; lowered when the request settles, after everything the
   // settlement records.
   std::size_t queued = 0;
+
+  // Operations opened by this shard's threads that have not finished (see
+  // ActiveOperation). Raised under the lock in the step that reads the
+  // lifecycle, so a confirmation that saw device-lost and then reads this
+  // count under the same lock misses no operation that was let in.
+  std::size_t active = 0;
 
  private:
   struct Slot {

@@ -6,36 +6,56 @@
 // counts the same, through its record shard's queued count instead), so
 // "nothing is running" can be checked without any lock held across a callback.
 // The mechanism must outlive the operation; every holder also holds a binding.
+//
+// The count an operation holds lives in one shard of the mechanism (the
+// opening thread's), raised and lowered under that shard's lock: threads that
+// work on one mechanism then never write a common cache line to count.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
+#include <mutex>
 #include <utility>
+
+#include "ortmem/detail/spin_lock.hpp"
 
 namespace ortmem::detail {
 
 class ActiveOperation {
  public:
-  // Adopts one count that the caller already added to `counter`.
-  explicit ActiveOperation(std::atomic<std::size_t>& counter) noexcept : counter_(&counter) {}
+  // Adopts one count that the caller added to `count` under `guard`.
+  ActiveOperation(SpinLock& guard, std::size_t& count) noexcept : guard_(&guard), count_(&count) {}
   ActiveOperation(const ActiveOperation&) = delete;
   ActiveOperation& operator=(const ActiveOperation&) = delete;
-  ActiveOperation(ActiveOperation&& other) noexcept : counter_(std::exchange(other.counter_, nullptr)) {}
+  ActiveOperation(ActiveOperation&& other) noexcept
+      : guard_(std::exchange(other.guard_, nullptr)), count_(std::exchange(other.count_, nullptr)) {}
   ActiveOperation& operator=(ActiveOperation&& other) noexcept {
     if (this != &other) {
       finish();
-      counter_ = std::exchange(other.counter_, nullptr);
+      guard_ = std::exchange(other.guard_, nullptr);
+      count_ = std::exchange(other.count_, nullptr);
     }
     return *this;
   }
   ~ActiveOperation() { finish(); }
 
   void finish() noexcept {
-    if (auto* counter = std::exchange(counter_, nullptr)) counter->fetch_sub(1, std::memory_order_acq_rel);
+    if (count_ == nullptr) return;
+    const std::lock_guard lock(*guard_);
+    finish_holding(*guard_);
+  }
+  // Finishes inside a critical section of `held` that the caller is in, so
+  // that the work done there and the end of the operation are one step. Does
+  // nothing if the count is another lock's (taking it here could deadlock).
+  void finish_holding(const SpinLock& held) noexcept {
+    if (guard_ != &held) return;
+    --*count_;
+    guard_ = nullptr;
+    count_ = nullptr;
   }
 
  private:
-  std::atomic<std::size_t>* counter_;
+  SpinLock* guard_;
+  std::size_t* count_;
 };
 
 }  // namespace ortmem::detail

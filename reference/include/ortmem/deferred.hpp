@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "ortmem/binding.hpp"
 #include "ortmem/context_pin.hpp"
@@ -42,9 +43,16 @@ class PreparedAllocationRelease {
  public:
   PreparedAllocationRelease(const PreparedAllocationRelease&) = delete;
   PreparedAllocationRelease& operator=(const PreparedAllocationRelease&) = delete;
-  PreparedAllocationRelease(PreparedAllocationRelease&& other) noexcept;
+  // Inline, as the destructor's test is: a deferred release moves its request
+  // into the queue and out again, and each move and each moved-from
+  // destructor would otherwise be a call.
+  PreparedAllocationRelease(PreparedAllocationRelease&& other) noexcept
+      : mechanism_(std::move(other.mechanism_)), identity_(other.identity_), slot_(other.slot_), ptr_(other.ptr_),
+        bytes_(other.bytes_), align_(other.align_), armed_(std::exchange(other.armed_, false)) {}
   PreparedAllocationRelease& operator=(PreparedAllocationRelease&& other) noexcept;
-  ~PreparedAllocationRelease();
+  ~PreparedAllocationRelease() {
+    if (armed_) abandon();
+  }
 
   [[nodiscard]] const AllocationIdentity& identity() const noexcept { return identity_; }
   [[nodiscard]] const BindingIdentity& binding_identity() const noexcept { return identity_.binding; }
@@ -75,6 +83,9 @@ class PreparedAllocationRelease {
 
  private:
 
+  // Quarantines an armed request as abandoned: never frees, never calls the
+  // allocator, never waits, since nobody knows whether the device still uses it.
+  void abandon() noexcept;
   [[nodiscard]] detail::TakenRelease taken() const noexcept;
   AllocationReleaseOutcome settle_quarantined(ReleaseAccounting accounting, AllocationReleaseState state,
                                               QuarantineReason reason, std::uint64_t retained_bytes) noexcept;

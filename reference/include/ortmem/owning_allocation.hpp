@@ -60,7 +60,11 @@ class OwningAllocation {
         owns_(std::exchange(other.owns_, false)) {}
   // Assigning over a live owner abandons it exactly as destroying it would.
   OwningAllocation& operator=(OwningAllocation&& other) noexcept;
-  ~OwningAllocation();
+  // Inline, like the move: after every consuming release an emptied owner is
+  // destroyed, and only an owner that still owns has anything to do.
+  ~OwningAllocation() {
+    if (owns_) abandon();
+  }
 
   // False only for a moved-from owner.
   [[nodiscard]] bool owns() const noexcept { return owns_; }

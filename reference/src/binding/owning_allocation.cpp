@@ -43,7 +43,6 @@ OwningAllocation& OwningAllocation::operator=(OwningAllocation&& other) noexcept
   return *this;
 }
 
-OwningAllocation::~OwningAllocation() { abandon(); }
 
 void OwningAllocation::abandon() noexcept {
   if (!std::exchange(owns_, false)) return;

@@ -11,15 +11,9 @@ PreparedAllocationRelease::PreparedAllocationRelease(detail::BindingKey, std::sh
     : mechanism_(std::move(mechanism)), identity_(identity), slot_(slot), ptr_(ptr), bytes_(bytes), align_(align),
       armed_(true) {}
 
-PreparedAllocationRelease::PreparedAllocationRelease(PreparedAllocationRelease&& other) noexcept
-    : mechanism_(std::move(other.mechanism_)), identity_(other.identity_), slot_(other.slot_), ptr_(other.ptr_),
-      bytes_(other.bytes_), align_(other.align_), armed_(std::exchange(other.armed_, false)) {
-}
-
 PreparedAllocationRelease& PreparedAllocationRelease::operator=(PreparedAllocationRelease&& other) noexcept {
   if (this != &other) {
-    if (is_armed()) (void)settle_quarantined(ReleaseAccounting::eager(bytes_), AllocationReleaseState::kQuarantined,
-                                             QuarantineReason::of(QuarantineReason::Kind::kAbandonedRequest), bytes_);
+    abandon();
     mechanism_ = std::move(other.mechanism_);
     identity_ = other.identity_;
     slot_ = other.slot_;
@@ -31,9 +25,7 @@ PreparedAllocationRelease& PreparedAllocationRelease::operator=(PreparedAllocati
   return *this;
 }
 
-PreparedAllocationRelease::~PreparedAllocationRelease() {
-  // Abandoned: record the ownership as retained. Never free, call the
-  // allocator or wait here: nobody knows whether the device still uses it.
+void PreparedAllocationRelease::abandon() noexcept {
   if (is_armed()) {
     (void)settle_quarantined(ReleaseAccounting::eager(bytes_), AllocationReleaseState::kQuarantined,
                              QuarantineReason::of(QuarantineReason::Kind::kAbandonedRequest), bytes_);

@@ -160,7 +160,8 @@ void Mechanism::settle_quarantined(RecordSlot slot, const QuarantinedAllocation&
 
 void Mechanism::record_quarantine(const QuarantinedAllocation& record) noexcept {
   const std::lock_guard lock(mutex_);
-  if (lifecycle_.load(std::memory_order_relaxed) == MechanismLifecycle::kTerminated) return;  // termination already discharged it
+  // Termination already discharged it.
+  if (lifecycle_.load(std::memory_order_relaxed) == MechanismLifecycle::kTerminated) return;
   ++quarantined_count_;
   quarantined_bytes_ += record.retained_bytes;
   try {
@@ -198,8 +199,7 @@ Expected<void, BindingError> Mechanism::check_terminable(ProviderContextIdentity
   // The lifecycle was read first, so the shards read now miss nothing that
   // was let in (mechanism.hpp). Device-lost refuses new operations and new
   // prepared releases, so once both read zero they stay zero.
-  const ShardTotals totals = shard_totals();
-  const std::size_t active = totals.active + totals.queued;
+  const std::size_t active = shard_totals().active_operations();
   if (active != 0) return fail(BindingError::context_not_quiescent(context, active));
   return {};
 }
@@ -233,7 +233,7 @@ MechanismSnapshot Mechanism::snapshot() {
       .coherence = coherence_,
       .lifecycle = lifecycle,
       .live_allocations = totals.live,
-      .active_operations = totals.active + totals.queued,
+      .active_operations = totals.active_operations(),
       .queued_releases = totals.queued,
       .quarantined_allocations = quarantined_count_,
       .quarantined_bytes = quarantined_bytes_,

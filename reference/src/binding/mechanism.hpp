@@ -128,6 +128,9 @@ class Mechanism {
     std::size_t live = 0;
     std::size_t queued = 0;
     std::size_t active = 0;
+    // What keeps the mechanism from quiescence: open operations, and
+    // prepared releases that have not settled.
+    [[nodiscard]] std::size_t active_operations() const noexcept { return active + queued; }
   };
   [[nodiscard]] ShardTotals shard_totals();
   // Moves the lifecycle to `to` unless it is one `from` excludes; called under mutex_.

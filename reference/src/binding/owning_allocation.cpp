@@ -43,7 +43,6 @@ OwningAllocation& OwningAllocation::operator=(OwningAllocation&& other) noexcept
   return *this;
 }
 
-
 void OwningAllocation::abandon() noexcept {
   if (!std::exchange(owns_, false)) return;
   BoundAllocation allocation = std::move(allocation_);

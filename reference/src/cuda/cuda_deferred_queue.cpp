@@ -26,7 +26,9 @@ Expected<DeferredEnqueued, DeferredEnqueueError> CudaDeferredReleaseQueue::enque
   };
   {
     const std::lock_guard lock(mutex_);
-    if (const auto rejection = first_rejection(device_lost_, closed_, entries_.size(), capacity_)) return refuse(*rejection);
+    if (const auto rejection = first_rejection(device_lost_, closed_, entries_.size(), capacity_)) {
+      return refuse(*rejection);
+    }
   }
   // The pin and the request must both be this queue's context's, or the
   // request would be queued where its own context's teardown cannot see it.

@@ -37,22 +37,22 @@ HostAllocator::~HostAllocator() {
   }
 }
 
-std::size_t HostAllocator::live_allocations() const noexcept {
-  std::size_t total = 0;
+template <class Count>
+std::uint64_t HostAllocator::sum_over_shards(Count count) const noexcept {
+  std::uint64_t total = 0;
   for (const Shard& shard : shards_) {
     const std::lock_guard lock(shard.mutex);
-    total += shard.live.size();
+    total += count(shard);
   }
   return total;
 }
 
+std::size_t HostAllocator::live_allocations() const noexcept {
+  return static_cast<std::size_t>(sum_over_shards([](const Shard& shard) { return shard.live.size(); }));
+}
+
 std::uint64_t HostAllocator::live_bytes() const noexcept {
-  std::uint64_t total = 0;
-  for (const Shard& shard : shards_) {
-    const std::lock_guard lock(shard.mutex);
-    total += shard.live_bytes;
-  }
-  return total;
+  return sum_over_shards([](const Shard& shard) { return shard.live_bytes; });
 }
 
 HostAllocator::Shard& HostAllocator::shard_for(const void* ptr) noexcept {

@@ -54,13 +54,14 @@ std::size_t HostDeferredReleaseQueue::poll() noexcept {
   // The claim to execute is read and taken under the bookkeeping lock that
   // the first pop needs anyway, so a poll that runs one request takes one lock.
   if (executing_.load(std::memory_order_acquire)) return 0;
-  while (!entries_.empty() && entries_.front().fence <= completed) {
+  for (bool more = true; more;) {
+    if (entries_.empty() || entries_.front().fence > completed) break;
     executing_.store(true, std::memory_order_relaxed);
     Entry entry = entries_.pop_front();
     // Whether the next one is ready too is read in the same critical section.
     // A request enqueued after this read waits for the next poll, as one
     // enqueued after poll() began may.
-    const bool more = !entries_.empty() && entries_.front().fence <= completed;
+    more = !entries_.empty() && entries_.front().fence <= completed;
     lock.unlock();
     // Outside the bookkeeping lock: the allocator may call back into this queue.
     (void)std::move(entry.request).execute();
@@ -68,13 +69,9 @@ std::size_t HostDeferredReleaseQueue::poll() noexcept {
     // Only the executing poller writes it: a store, not a read-modify-write.
     executed_.store(executed_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     ++ran;
-    if (!more) {
-      // Released without the lock; the next poller's acquire sees every request run here as settled.
-      executing_.store(false, std::memory_order_release);
-      return ran;
-    }
-    lock.lock();
+    if (more) lock.lock();
   }
+  // With or without the lock: the next poller's acquire sees every request run here as settled.
   executing_.store(false, std::memory_order_release);
   return ran;
 }

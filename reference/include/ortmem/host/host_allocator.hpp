@@ -61,6 +61,9 @@ class HostAllocator final : public DeviceAllocator {
   static constexpr std::size_t kShardCount = 64;
 
   [[nodiscard]] Shard& shard_for(const void* ptr) noexcept;
+  // Adds count(shard) over every shard, each read under its lock.
+  template <class Count>
+  [[nodiscard]] std::uint64_t sum_over_shards(Count count) const noexcept;
 
   std::array<Shard, kShardCount> shards_;
 };

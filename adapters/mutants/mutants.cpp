@@ -5,6 +5,7 @@
 // requires exit 1 with at least the requirements of manifest.json failing.
 // They are registered only in ortmem-cts-mutants, never in ortmem-cts.
 #include <atomic>
+#include <csignal>
 #include <thread>
 
 #include "adapters/host/host_adapter.hpp"
@@ -424,6 +425,29 @@ class OverCapacity final : public QueueWrapper {
   }
 };
 
+// ---- Test doubles for the runner, not for the contract. ----
+// A real allocator bug can crash or hang the process at any call; these do
+// it on purpose, on every allocation of 1 MiB or more, so the runner's crash
+// safety (one test costs one test, the run goes on and reports) is tested
+// against a real SIGSEGV and a real hang. They are not in manifest.json: no
+// requirement is theirs.
+
+class SegfaultsOnAllocate final : public MutantAllocator {
+ public:
+  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
+    if (bytes >= (1U << 20)) std::raise(SIGSEGV);
+    return reference_.allocate(bytes, align);
+  }
+};
+
+class HangsOnAllocate final : public MutantAllocator {
+ public:
+  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
+    while (bytes >= (1U << 20)) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return reference_.allocate(bytes, align);
+  }
+};
+
 template <class Queue>
 class QueueMutant final : public HostAdapter {
  public:
@@ -471,6 +495,8 @@ void register_mutant_adapters() {
   add<QueueMutant<BlockingQueue>>("mutant:blocking-enqueue");
   add<QueueMutant<ReleasesAfterLoss>>("mutant:releases-after-loss");
   add<QueueMutant<OverCapacity>>("mutant:over-capacity");
+  add<AllocatorMutant<SegfaultsOnAllocate>>("double:segfaults-on-allocate");
+  add<AllocatorMutant<HangsOnAllocate>>("double:hangs-on-allocate");
 }
 
 }  // namespace ortmem::adapters::mutants

@@ -29,15 +29,10 @@ std::string iso_now() {
   return text;
 }
 
-nlohmann::json describe_environment() {
+report::EnvironmentSection describe_environment() {
   utsname system{};
   uname(&system);
-  return {{"os", system.sysname},
-          {"kernel", system.release},
-          {"machine", system.machine},
-          {"cpu", cpu_model()},
-          {"cpus", sysconf(_SC_NPROCESSORS_ONLN)},
-          {"compiler", __VERSION__}};
+  return {system.sysname, system.release, system.machine, cpu_model(), sysconf(_SC_NPROCESSORS_ONLN), __VERSION__};
 }
 
 }  // namespace ortmem::cts

@@ -1,13 +1,14 @@
-// environment.hpp: where a run happened, for the report.
+// environment.hpp: the machine a run happened on, for the report.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
+
+#include "ortmem/report/report.hpp"
 
 namespace ortmem::cts {
 
-[[nodiscard]] nlohmann::json describe_environment();
-// UTC, ISO 8601: "2026-11-29T20:30:00Z".
+[[nodiscard]] report::EnvironmentSection describe_environment();
+// The current UTC time as ISO 8601 ("2026-12-01T10:00:00Z").
 [[nodiscard]] std::string iso_now();
 
 }  // namespace ortmem::cts

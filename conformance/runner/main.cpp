@@ -1,21 +1,34 @@
 // ortmem-cts: the conformance runner.
 //
 //   ortmem-cts list adapters|requirements|tests [--adapter NAME]
-//   ortmem-cts run --adapter NAME [--profile core,pins,...] [--filter GLOB]
-//                  [--seed N] [--report FILE] [--isolate none|test] [--timeout SECONDS]
+//   ortmem-cts run --adapter NAME [--profile core,pins,...] [--filter GLOB] [--shard I/N]
+//                  [--seed N] [--report FILE|-] [--isolate group|test|none] [--jobs N]
+//                  [--timeout SECONDS] [--quiet]
+//   ortmem-cts report recover JOURNAL [--report FILE|-]
+//   ortmem-cts --version
 //
-// Exit status: 0 conformant, 1 not conformant, 2 usage or infrastructure
-// error (unknown adapter, adapter unavailable, unwritable report), with a
-// one-line reason on stderr for 1 and 2.
+// Exit status (see run.hpp): 0 conformant, 1 not conformant, 2 usage or
+// infrastructure error, 3 incomplete or partial; a one-line reason on stderr
+// for every status but 0.
 #include <gtest/gtest.h>
 
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/cts/spec_catalog.hpp"
+#include "inherited_settings.hpp"
 #include "run.hpp"
+#include "test_selection.hpp"
+
+#ifndef ORTMEM_KIT_VERSION
+#define ORTMEM_KIT_VERSION "unknown"
+#endif
+#ifndef ORTMEM_GIT_SHA
+#define ORTMEM_GIT_SHA "unknown"
+#endif
 
 namespace ortmem::cts {
 namespace {
@@ -65,6 +78,8 @@ int main(int argc, char** argv) {
 
   CLI::App app{"ortmem-cts: conformance test kit for the ortmem memory contracts"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("ortmem-cts ") + ORTMEM_KIT_VERSION + " (git " + ORTMEM_GIT_SHA +
+                                        ", spec " + spec_catalog().version + ")");
 
   auto* list = app.add_subcommand("list", "list adapters, requirements or tests");
   std::string what;
@@ -76,18 +91,41 @@ int main(int argc, char** argv) {
 
   RunOptions options;
   options.command_line.assign(argv, argv + argc);
+  options.jobs = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
   std::string profiles;
-  std::string isolation = "none";
-  std::uint64_t seed = 0;
+  std::string isolation = "group";
+  std::string seed;
+  std::string shard;
+  std::string report_path;
   auto* run_command = app.add_subcommand("run", "certify one adapter");
   run_command->add_option("--adapter", options.adapter, "adapter name (see `list adapters`)")->required();
-  run_command->add_option("--profile", profiles, "comma-separated profiles to judge (default: all)");
+  run_command->add_option("--profile", profiles, "comma-separated profiles whose tests to run (default: all)");
   run_command->add_option("--filter", options.filter, "GoogleTest filter of tests to run (default *)");
-  auto* seed_option = run_command->add_option("--seed", seed, "seed for property tests (default: random, reported)");
-  run_command->add_option("--report", options.report_path, "write the JSON report here (atomically)");
-  run_command->add_option("--isolate", isolation, "none (default) or test: each test in its own process")
-      ->check(CLI::IsMember({"none", "test"}));
+  run_command->add_option("--shard", shard, "run shard I of N (0-based), as GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS");
+  auto* seed_option = run_command->add_option("--seed", seed, "seed for property tests, 0 to 2^64-1 (default: random, reported)");
+  auto* report_option = run_command->add_option("--report", report_path, "write the JSON report to FILE, or '-' for stdout");
+  run_command->add_option("--isolate", isolation, "group (default): a child process per suite; test: per test; none: in this process")
+      ->check(CLI::IsMember({"none", "group", "test"}));
+  run_command->add_option("--jobs", options.jobs, "test processes at a time (default: the number of cores)");
   run_command->add_option("--timeout", options.timeout_s, "seconds one test may take (default 60)");
+  run_command->add_flag("--quiet", options.quiet, "no progress on stderr");
+
+  auto* report_command = app.add_subcommand("report", "work with reports");
+  report_command->require_subcommand(1);
+  auto* recover_command = report_command->add_subcommand("recover", "turn the journal of a killed run into a report");
+  std::string journal;
+  std::string recovered_path;
+  recover_command->add_option("journal", journal, "the run's REPORT.journal")->required();
+  auto* recovered_option =
+      recover_command->add_option("--report", recovered_path, "where to write it (default: the run's own report path)");
+
+  // Started by an isolated run for each group of tests; not for people.
+  auto* child = app.add_subcommand("child", "")->group("");
+  ChildOptions child_options;
+  child->add_option("--adapter", child_options.adapter)->required();
+  child->add_option("--seed", child_options.seed)->required();
+  child->add_option("--tests", child_options.tests)->required();
+  child->add_option("--parent", child_options.parent)->required();
 
   try {
     app.parse(argc, argv);
@@ -95,13 +133,25 @@ int main(int argc, char** argv) {
     const int code = app.exit(error);
     return code == 0 ? kExitConformant : kExitUsage;
   }
+  if (child->parsed()) return run_child(child_options, argv[0]);
   if (list->parsed()) {
     if (what == "adapters") return list_adapters();
     if (what == "requirements") return list_requirements();
     return list_tests(list_adapter, argv[0]);
   }
-  if (seed_option->count() > 0) options.seed = seed;
-  options.isolate = isolation == "test";
+  if (recover_command->parsed()) {
+    return recover(journal, recovered_option->count() > 0 ? std::optional(recovered_path) : std::nullopt);
+  }
+  if (seed_option->count() > 0) {
+    options.seed = parse_seed(seed);
+    if (!options.seed) return usage_error("--seed '" + seed + "' is not a seed: give a whole number from 0 to 2^64-1");
+  }
+  if (!shard.empty() || run_command->count("--shard") > 0) {
+    options.shard = parse_shard(shard);
+    if (!options.shard) return usage_error("--shard '" + shard + "' is not a shard: give I/N with 0 <= I < N");
+  }
+  if (report_option->count() > 0) options.report_path = report_path;
+  options.isolation = isolation == "none" ? Isolation::kNone : isolation == "test" ? Isolation::kTest : Isolation::kGroup;
   std::stringstream stream(profiles);
   for (std::string profile; std::getline(stream, profile, ',');) {
     if (!profile.empty()) options.profiles.push_back(profile);

@@ -12,14 +12,18 @@ std::string test_id(const ::testing::TestInfo& info) {
   return std::string(info.test_suite_name()) + "." + info.name();
 }
 
-void ResultCollector::OnTestProgramStart(const ::testing::UnitTest& unit) {
-  const std::lock_guard lock(mutex_);
-  total_ = unit.test_to_run_count();
+std::string ReproduceCommand::for_test(const std::string& id) const {
+  return program + " run --adapter " + adapter + " --filter '" + id + "' --seed " + std::to_string(seed) +
+         " --isolate none";
 }
 
 void ResultCollector::OnTestStart(const ::testing::TestInfo& info) {
-  const std::lock_guard lock(mutex_);
-  running_ = Running{test_id(info), std::chrono::steady_clock::now()};
+  const std::string id = test_id(info);
+  {
+    const std::lock_guard lock(mutex_);
+    running_ = Running{id, std::chrono::steady_clock::now()};
+  }
+  if (sink_ != nullptr) sink_->test_started(id);
 }
 
 namespace {
@@ -73,23 +77,19 @@ void ResultCollector::OnTestEnd(const ::testing::TestInfo& info) {
     result.status = result.skip_reason.starts_with(kNotApplicable) ? report::TestStatus::kNotApplicable
                                                                    : report::TestStatus::kSkipped;
   }
-  if (std::string(info.test_suite_name()).find("Property") != std::string::npos) {
-    result.seed = seed_;
-    result.reproduce = "ortmem-cts run --adapter " + adapter_ + " --filter '" + result.id + "' --seed " +
-                       std::to_string(seed_);
-  }
+  if (std::string(info.test_suite_name()).find("Property") != std::string::npos) result.seed = reproduce_.seed;
+  if (result.seed || report::is_failure(result.status)) result.reproduce = reproduce_.for_test(result.id);
   add(std::move(result));
 }
 
 void ResultCollector::add(report::TestResult result) {
-  const std::lock_guard lock(mutex_);
-  if (frozen_) return;
-  running_.reset();
-  if (result.status == report::TestStatus::kFail) ++failed_;
-  results_.push_back(std::move(result));
-  if (progress_) {
-    std::cerr << "\r" << results_.size() << "/" << total_ << " tests, " << failed_ << " failed" << std::flush;
+  {
+    const std::lock_guard lock(mutex_);
+    if (frozen_) return;
+    running_.reset();
+    results_.push_back(result);
   }
+  if (sink_ != nullptr) sink_->test_finished(result);
 }
 
 std::optional<ResultCollector::Running> ResultCollector::running() const {
@@ -111,17 +111,15 @@ void ResultCollector::record_timeout(double limit_s) {
   result.duration_s = limit_s;
   result.failures.push_back({"", 0, "the test did not finish within " + std::to_string(limit_s) +
                                         " s (a hang or a blocking call); the run was stopped here"});
-  results_.push_back(std::move(result));
+  result.reproduce = reproduce_.for_test(result.id);
+  results_.push_back(result);
   frozen_ = true;  // the stuck test may still end later; its result must not count
+  if (sink_ != nullptr) sink_->test_finished(result);
 }
 
 std::vector<report::TestResult> ResultCollector::results() const {
   const std::lock_guard lock(mutex_);
   return results_;
-}
-
-void ResultCollector::OnTestProgramEnd(const ::testing::UnitTest&) {
-  if (progress_) std::cerr << '\n';
 }
 
 }  // namespace ortmem::cts

@@ -3,9 +3,12 @@
 // The collector replaces GoogleTest's console printer: it records each test
 // with the requirement ids it named (its "requirements" property), its status
 // (a skip whose message starts with "not-applicable: " is not-applicable), its
-// duration and every failure with file:line, and prints one progress line on
-// a terminal. A watchdog may ask it, from another thread, which test is
-// running and for how long, and record that test as timed out.
+// duration, every failure with file:line, and for a failing test the command
+// that runs it again. Each start and result also goes to the sink, which
+// journals it (the runner) or streams it to the parent (a test child). A
+// watchdog may ask it, from another thread, which test is running and for how
+// long, and record that test as timed out; every member is guarded by one
+// mutex for that reason.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -21,15 +24,29 @@
 
 namespace ortmem::cts {
 
+// Where the collector sends what it sees as it happens.
+class ResultSink {
+ public:
+  virtual ~ResultSink() = default;
+  virtual void test_started(const std::string& id) = 0;
+  virtual void test_finished(const report::TestResult& result) = 0;
+};
+
+// How a test is run again: the program, adapter and seed, plus its id.
+struct ReproduceCommand {
+  std::string program;
+  std::string adapter;
+  std::uint64_t seed = 0;
+
+  [[nodiscard]] std::string for_test(const std::string& id) const;
+};
+
 class ResultCollector final : public ::testing::EmptyTestEventListener {
  public:
-  ResultCollector(std::string adapter, std::uint64_t seed, bool progress)
-      : adapter_(std::move(adapter)), seed_(seed), progress_(progress) {}
+  ResultCollector(ReproduceCommand reproduce, ResultSink* sink) : reproduce_(std::move(reproduce)), sink_(sink) {}
 
-  void OnTestProgramStart(const ::testing::UnitTest& unit) override;
   void OnTestStart(const ::testing::TestInfo& info) override;
   void OnTestEnd(const ::testing::TestInfo& info) override;
-  void OnTestProgramEnd(const ::testing::UnitTest& unit) override;
 
   struct Running {
     std::string id;
@@ -44,12 +61,9 @@ class ResultCollector final : public ::testing::EmptyTestEventListener {
  private:
   void add(report::TestResult result);
 
-  const std::string adapter_;
-  const std::uint64_t seed_;
-  const bool progress_;
+  const ReproduceCommand reproduce_;
+  ResultSink* const sink_;  // may be null
   mutable std::mutex mutex_;
-  int total_ = 0;
-  int failed_ = 0;
   bool frozen_ = false;
   std::optional<Running> running_;
   std::vector<report::TestResult> results_;

@@ -7,18 +7,21 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
+#include <map>
+#include <mutex>
 #include <random>
-#include <set>
 #include <thread>
 
+#include "child_protocol.hpp"
 #include "environment.hpp"
-#include "isolation.hpp"
+#include "inherited_settings.hpp"
+#include "isolated_run.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/cts/spec_catalog.hpp"
-#include "ortmem/report/report.hpp"
+#include "ortmem/report/journal.hpp"
+#include "ortmem/report/report_file.hpp"
+#include "ortmem/report/report_json.hpp"
 #include "result_collector.hpp"
 
 #ifndef ORTMEM_KIT_VERSION
@@ -31,176 +34,190 @@
 namespace ortmem::cts {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 std::string join(const std::vector<std::string>& parts, const std::string& separator) {
   std::string joined;
   for (const auto& part : parts) joined += (joined.empty() ? "" : separator) + part;
   return joined;
 }
 
-std::string profile_of(Capability capability) {
-  switch (capability) {
-    case Capability::kVirtualBacking: return "virtual";
-    case Capability::kSharedMapping: return "shared";
-    case Capability::kContextPins: return "pins";
-    case Capability::kDeferredQueue: return "deferred";
-    case Capability::kFaultInjection: return "";
-  }
-  return "";
+std::string profile_of_requirement(std::string_view id) {
+  static const std::map<std::string, std::string, std::less<>> profiles = [] {
+    std::map<std::string, std::string, std::less<>> map;
+    for (const auto& requirement : spec_catalog().requirements) map[requirement.id] = requirement.profile;
+    return map;
+  }();
+  const auto found = profiles.find(id);
+  return found == profiles.end() ? "" : found->second;
 }
 
-nlohmann::json adapter_json(const AdapterInfo& info) {
+report::KitSection kit_section() {
+  return {"ortmem-cts", ORTMEM_KIT_VERSION, ORTMEM_GIT_SHA, spec_catalog().version};
+}
+
+report::AdapterSection adapter_section(const AdapterInfo& info) {
   std::vector<std::string> capabilities;
   for (Capability capability : info.capabilities) capabilities.emplace_back(capability_name(capability));
-  return {{"name", info.name},
-          {"version", info.version},
-          {"vendor", info.vendor},
-          {"device", to_string(info.device)},
-          {"capabilities", capabilities}};
+  return {info.name, info.version, info.vendor, to_string(info.device), capabilities};
 }
 
-void print_summary(const report::Judgement& judgement, const std::vector<report::TestResult>& tests) {
-  std::cout << "verdict: " << to_string(judgement.verdict.overall) << '\n';
+std::string isolation_name(Isolation isolation) {
+  switch (isolation) {
+    case Isolation::kNone: return "none";
+    case Isolation::kGroup: return "group";
+    case Isolation::kTest: return "test";
+  }
+  return "group";
+}
+
+void print_summary(const report::Report& result, std::ostream& out) {
+  const report::Judgement& judgement = result.judgement;
+  out << "verdict: " << to_string(judgement.verdict.overall);
+  if (!result.run.interruption.empty()) out << " (" << result.run.interruption << ")";
+  out << '\n';
   for (const auto& profile : judgement.verdict.profiles) {
-    std::cout << "  " << profile.name << ": " << to_string(profile.result);
-    for (const auto& [status, count] : profile.counts) std::cout << "  " << status << " " << count;
-    if (!profile.note.empty()) std::cout << "  (" << profile.note << ")";
-    std::cout << '\n';
+    out << "  " << profile.name << ": " << to_string(profile.result);
+    for (const auto& [status, count] : profile.counts) out << "  " << status << " " << count;
+    if (!profile.note.empty()) out << "  (" << profile.note << ")";
+    out << '\n';
   }
   for (const auto& requirement : judgement.requirements) {
     if (requirement.status != report::RequirementStatus::kFail) continue;
     std::string first_failure;
-    for (const auto& test : tests) {
+    for (const auto& test : result.tests) {
       const bool names = std::find(test.requirements.begin(), test.requirements.end(), requirement.requirement.id) !=
                          test.requirements.end();
       if (names && !test.failures.empty()) {
-        first_failure = test.id + ": " + test.failures.front().message.substr(0, 300);
+        const auto& failure = test.failures.front();
+        first_failure = test.id + ": " + (failure.file.empty() ? "" : failure.file + ":" + std::to_string(failure.line) + ": ") +
+                        failure.message.substr(0, 300);
         break;
       }
     }
-    std::cout << "  FAIL " << requirement.requirement.id << " (" << requirement.requirement.title << ") "
-              << first_failure << '\n';
+    out << "  FAIL " << requirement.requirement.id << " (" << requirement.requirement.title << ") " << first_failure
+        << '\n';
+  }
+  for (const auto& test : result.tests) {
+    if (report::is_failure(test.status) && test.reproduce) {
+      out << "  reproduce " << test.id << " (" << to_string(test.status) << "): " << *test.reproduce << '\n';
+    }
   }
 }
 
-// Everything the report needs that is known before the first test runs.
-struct RunContext {
-  const RunOptions& options;
-  AdapterInfo info;
-  std::uint64_t seed;
-  std::string start;
-  std::chrono::steady_clock::time_point started;
+// Journals every result and shows progress. Called from the test thread and,
+// once, from the in-process watchdog, hence the lock.
+class RunRecorder final : public ResultSink {
+ public:
+  RunRecorder(std::optional<report::Journal> journal, std::size_t total, bool quiet)
+      : journal_(std::move(journal)), total_(total), quiet_(quiet), terminal_(isatty(STDERR_FILENO) != 0) {}
+
+  void test_started(const std::string& id) override {
+    const std::lock_guard lock(mutex_);
+    const std::string suite(suite_of(id));
+    // In one process the suites run one after another: a new one means the last is done.
+    if (!current_suite_.empty() && suite != current_suite_) announce_group(current_suite_);
+    current_suite_ = suite;
+  }
+
+  void test_finished(const report::TestResult& result) override {
+    const std::lock_guard lock(mutex_);
+    if (journal_ && !journal_->append(result) && !journal_failed_) {
+      journal_failed_ = true;
+      std::cerr << "ortmem-cts: warning: cannot append to the journal " << journal_->path()
+                << "; the report is still written at the end\n";
+    }
+    ++done_;
+    failed_ += report::is_failure(result.status) ? 1 : 0;
+    if (terminal_ && !quiet_) std::cerr << "\r" << done_ << "/" << total_ << " tests, " << failed_ << " failed" << std::flush;
+  }
+
+  void group_done(const std::string& group) {
+    const std::lock_guard lock(mutex_);
+    announce_group(group);
+  }
+
+  // Called once the report is written (or the run gave up).
+  void close(bool keep_journal) {
+    const std::lock_guard lock(mutex_);
+    if (!current_suite_.empty()) announce_group(current_suite_);
+    current_suite_.clear();
+    if (terminal_ && !quiet_ && done_ > 0) std::cerr << '\n';
+    if (journal_ && !keep_journal) journal_->remove();
+  }
+
+ private:
+  void announce_group(const std::string& group) {
+    // A CI log is no terminal: one line per finished group instead of a counter.
+    if (terminal_ || quiet_) return;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
+    std::cerr << "ortmem-cts: [" << static_cast<int>(elapsed) << " s] " << group << " done: " << done_ << "/" << total_
+              << " tests, " << failed_ << " failed\n";
+  }
+
+  std::mutex mutex_;
+  std::optional<report::Journal> journal_;
+  const std::size_t total_;
+  const bool quiet_;
+  const bool terminal_;
+  const Clock::time_point started_ = Clock::now();
+  std::size_t done_ = 0;
+  std::size_t failed_ = 0;
+  bool journal_failed_ = false;
+  std::string current_suite_;
 };
 
+// Everything known before the first test runs.
+struct RunContext {
+  const RunOptions& options;
+  report::Report header;  // the report without tests
+  Clock::time_point started;
+  RunRecorder* recorder = nullptr;
+};
+
+bool report_to_stdout(const RunOptions& options) { return options.report_path == "-"; }
+
 // Judges, prints, writes the report and returns the exit status. Safe to call
-// from the watchdog thread: it touches nothing a stuck test could hold.
-int finish(const RunContext& context, std::vector<report::TestResult> tests) {
+// from the in-process watchdog: it touches nothing a stuck test could hold.
+int finish(const RunContext& context, std::vector<report::TestResult> tests, const std::string& interruption) {
   const RunOptions& options = context.options;
-  if (tests.empty()) return usage_error("the filter '" + options.filter + "' matched no test");
-  std::vector<std::string> declared = {"core"};
-  for (Capability capability : context.info.capabilities) {
-    if (auto profile = profile_of(capability); !profile.empty()) declared.push_back(profile);
-  }
-  report::Report result;
+  report::Report result = context.header;
   result.tests = std::move(tests);
-  result.judgement = report::judge(spec_catalog().requirements, result.tests, declared, options.profiles);
-  result.kit = {{"name", "ortmem-cts"},
-                {"version", ORTMEM_KIT_VERSION},
-                {"git_sha", ORTMEM_GIT_SHA},
-                {"spec_version", spec_catalog().version}};
-  result.adapter = adapter_json(context.info);
-  result.environment = describe_environment();
-  result.run = {
-      {"id", std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-" + std::to_string(getpid())},
-      {"start", context.start},
-      {"end", iso_now()},
-      {"duration_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - context.started).count()},
-      {"seed", context.seed},
-      {"filter", options.filter},
-      {"profiles", options.profiles.empty() ? report::all_profiles() : options.profiles},
-      {"isolation", options.isolate ? "test" : "none"},
-      {"timeout_s", options.timeout_s},
-      {"command_line", join(options.command_line, " ")}};
+  result.run.end = iso_now();
+  result.run.duration_s = std::chrono::duration<double>(Clock::now() - context.started).count();
+  result.run.scope.incomplete = !interruption.empty();
+  result.run.interruption = interruption;
+  report::judge_report(spec_catalog().requirements, result);
 
-  print_summary(result.judgement, result.tests);
-  if (!options.report_path.empty()) {
-    if (auto error = report::write_atomically(options.report_path, report::to_json(result))) return usage_error(*error);
-    std::cout << "report: " << options.report_path << '\n';
+  std::ostream& out = report_to_stdout(options) ? std::cerr : std::cout;
+  print_summary(result, out);
+  bool keep_journal = false;
+  int code = exit_code_for(result.judgement.verdict.overall);
+  if (report_to_stdout(options)) {
+    std::cout << report::to_json(result).dump(2) << '\n';
+  } else if (options.report_path) {
+    if (auto error = report::write_report_file(*options.report_path, result)) {
+      keep_journal = true;  // the results survive in the journal
+      code = usage_error(*error);
+    } else {
+      out << "report: " << *options.report_path << '\n';
+    }
   }
+  if (context.recorder != nullptr) context.recorder->close(keep_journal);
   std::cout.flush();
-  if (result.judgement.verdict.overall == report::ProfileResult::kConformant) return kExitConformant;
-  std::cerr << "ortmem-cts: adapter '" << options.adapter << "' is " << to_string(result.judgement.verdict.overall)
-            << " (seed " << context.seed << ")\n";
-  return kExitNotConformant;
-}
-
-// '*' and '?' wildcards, as in GoogleTest filters.
-bool glob_matches(std::string_view pattern, std::string_view text) {
-  if (pattern.empty()) return text.empty();
-  if (pattern.front() == '*') {
-    for (std::size_t skip = 0; skip <= text.size(); ++skip) {
-      if (glob_matches(pattern.substr(1), text.substr(skip))) return true;
-    }
-    return false;
+  if (code != kExitConformant && code != kExitUsage) {
+    std::cerr << "ortmem-cts: adapter '" << options.adapter << "' is " << to_string(result.judgement.verdict.overall)
+              << " (seed " << result.run.seed << ")\n";
   }
-  return !text.empty() && (pattern.front() == '?' || pattern.front() == text.front()) &&
-         glob_matches(pattern.substr(1), text.substr(1));
+  return code;
 }
 
-bool any_matches(std::string_view patterns, std::string_view text) {
-  while (!patterns.empty()) {
-    const std::size_t colon = patterns.find(':');
-    if (glob_matches(patterns.substr(0, colon), text)) return true;
-    if (colon == std::string_view::npos) break;
-    patterns.remove_prefix(colon + 1);
-  }
-  return false;
-}
-
-// GoogleTest's filter semantics: POSITIVE[-NEGATIVE], each ':'-separated globs.
-bool filter_selects(std::string_view filter, std::string_view id) {
-  const std::size_t dash = filter.find('-');
-  std::string_view positive = filter.substr(0, dash);
-  if (positive.empty()) positive = "*";
-  const std::string_view negative = dash == std::string_view::npos ? std::string_view{} : filter.substr(dash + 1);
-  return any_matches(positive, id) && !any_matches(negative, id);
-}
-
-// The tests the filter selects, in run order.
-std::vector<std::string> selected_tests(const std::string& filter) {
-  std::vector<std::string> ids;
-  const auto& unit = *::testing::UnitTest::GetInstance();
-  for (int i = 0; i < unit.total_test_suite_count(); ++i) {
-    const auto& suite = *unit.GetTestSuite(i);
-    for (int j = 0; j < suite.total_test_count(); ++j) {
-      std::string id = test_id(*suite.GetTestInfo(j));
-      if (filter_selects(filter, id)) ids.push_back(std::move(id));
-    }
-  }
-  return ids;
-}
-
-int run_isolated(const RunContext& context) {
-  const RunOptions& options = context.options;
-  std::vector<report::TestResult> results;
-  const std::string scratch = std::filesystem::temp_directory_path() / ("ortmem-cts-" + std::to_string(getpid()));
-  const std::vector<std::string> tests = selected_tests(options.filter);
-  const bool progress = isatty(STDERR_FILENO) != 0;
-  for (std::size_t i = 0; i < tests.size(); ++i) {
-    const std::string report_path = scratch + "-" + std::to_string(i) + ".json";
-    ChildRun child{{"run", "--adapter", options.adapter, "--filter", tests[i], "--seed", std::to_string(context.seed),
-                    "--timeout", std::to_string(options.timeout_s), "--report", report_path},
-                   report_path,
-                   tests[i],
-                   // The child stops itself at its own timeout; the margin covers its start-up.
-                   options.timeout_s + 5};
-    for (auto& result : run_in_child(child)) results.push_back(std::move(result));
-    if (progress) std::cerr << "\r" << i + 1 << "/" << tests.size() << " tests" << std::flush;
-  }
-  if (progress) std::cerr << '\n';
-  return finish(context, std::move(results));
-}
-
-int run_in_process(const RunContext& context, ResultCollector& collector) {
+int run_in_process(RunContext& context, const std::vector<std::string>& tests, const ReproduceCommand& reproduce) {
+  ::testing::GTEST_FLAG(filter) = join(tests, ":");
+  auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+  delete listeners.Release(listeners.default_result_printer());
+  auto* collector = new ResultCollector(reproduce, context.recorder);
+  listeners.Append(collector);  // owned by GoogleTest from here
   std::atomic<bool> done{false};
   // The watchdog ends the whole run at the first test past its deadline: a
   // blocked test cannot be stopped from inside the process, but the report
@@ -208,22 +225,58 @@ int run_in_process(const RunContext& context, ResultCollector& collector) {
   std::thread watchdog([&] {
     while (!done.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      const auto running = collector.running();
+      const auto running = collector->running();
       if (!running) continue;
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - running->started).count();
+      const double elapsed = std::chrono::duration<double>(Clock::now() - running->started).count();
       if (elapsed < context.options.timeout_s) continue;
-      collector.record_timeout(context.options.timeout_s);
-      std::_Exit(finish(context, collector.results()) == kExitUsage ? kExitUsage : kExitNotConformant);
+      collector->record_timeout(context.options.timeout_s);
+      std::_Exit(finish(context, collector->results(), ""));
     }
   });
   // The verdict comes from the collected results, not GoogleTest's status.
   [[maybe_unused]] const int gtest_status = RUN_ALL_TESTS();
   done = true;
   watchdog.join();
-  return finish(context, collector.results());
+  return finish(context, collector->results(), "");
+}
+
+int run_isolated_mode(RunContext& context, const std::vector<std::string>& tests, const ReproduceCommand& reproduce) {
+  const RunOptions& options = context.options;
+  IsolatedPlan plan;
+  plan.child_arguments = {"child", "--adapter", options.adapter, "--seed", std::to_string(context.header.run.seed),
+                          "--parent", std::to_string(::getpid())};
+  for (const std::string& id : tests) {
+    const bool same_group = options.isolation == Isolation::kGroup && !plan.groups.empty() &&
+                            suite_of(plan.groups.back().back()) == suite_of(id);
+    if (!same_group) plan.groups.emplace_back();
+    plan.groups.back().push_back(id);
+  }
+  plan.timeout_s = options.timeout_s;
+  plan.jobs = options.jobs;
+  plan.reproduce = reproduce;
+  IsolatedOutcome outcome = run_isolated(plan, *context.recorder, [&](const std::string& group) {
+    context.recorder->group_done(group);
+  });
+  std::string interruption;
+  if (outcome.interrupted_by != 0) {
+    interruption = std::string("interrupted by ") + sigabbrev_np(outcome.interrupted_by) + " after " +
+                   std::to_string(outcome.results.size()) + " of " + std::to_string(tests.size()) + " tests";
+  }
+  return finish(context, std::move(outcome.results), interruption);
 }
 
 }  // namespace
+
+int exit_code_for(report::ProfileResult overall) {
+  switch (overall) {
+    case report::ProfileResult::kConformant: return kExitConformant;
+    case report::ProfileResult::kNotConformant: return kExitNotConformant;
+    case report::ProfileResult::kPartial:
+    case report::ProfileResult::kNotRun:
+    case report::ProfileResult::kIncomplete: return kExitIncomplete;
+  }
+  return kExitIncomplete;
+}
 
 int usage_error(const std::string& reason) {
   std::cerr << "ortmem-cts: " << reason << '\n';
@@ -235,10 +288,6 @@ int run(const RunOptions& options) {
   if (!adapter) {
     return usage_error("unknown adapter '" + options.adapter + "'; known adapters: " + join(registered_adapters(), ", "));
   }
-  const Availability availability = adapter->available();
-  if (!availability.available) {
-    return usage_error("adapter '" + options.adapter + "' cannot run here: " + availability.reason);
-  }
   for (const auto& profile : options.profiles) {
     const auto& known = report::all_profiles();
     if (std::find(known.begin(), known.end(), profile) == known.end()) {
@@ -246,34 +295,105 @@ int run(const RunOptions& options) {
     }
   }
   if (!(options.timeout_s > 0)) return usage_error("--timeout must be a positive number of seconds");
-  if (!options.report_path.empty()) {
-    // Refuse before running anything if the report could never be written.
-    const std::string probe_path = options.report_path + ".probe";
-    if (!std::ofstream(probe_path)) {
-      return usage_error("cannot write the report to '" + options.report_path +
-                         "': check that the directory exists and is writable");
-    }
-    std::remove(probe_path.c_str());
+  if (options.jobs < 1) return usage_error("--jobs must be at least 1");
+  if (options.report_path) {
+    if (auto problem = report::check_output_path(*options.report_path, "--report")) return usage_error(*problem);
+  }
+  const Availability availability = adapter->available();
+  if (!availability.available) {
+    return usage_error("adapter '" + options.adapter + "' cannot run here: " + availability.reason);
+  }
+  auto settings = take_inherited_settings(options.seed, options.shard, std::random_device{}() | 1u);
+  if (!settings) return usage_error(settings.error());
+  for (const std::string& note : settings->notes) std::cerr << "ortmem-cts: " << note << '\n';
+
+  select_adapters({options.adapter});
+  std::string program = options.command_line.empty() ? "ortmem-cts" : options.command_line.front();
+  int gtest_argc = 1;
+  char* gtest_argv[] = {program.data(), nullptr};
+  ::testing::InitGoogleTest(&gtest_argc, gtest_argv);
+  const Selection selection =
+      select_tests(registered_tests(), {options.filter, options.profiles, settings->shard}, profile_of_requirement);
+  if (selection.tests.empty()) {
+    return usage_error("the filter '" + options.filter + "' (with the profile and shard given) selects no test; " +
+                       "see `ortmem-cts list tests --adapter " + options.adapter + "`");
   }
 
-  RunContext context{options, adapter->info(), options.seed.value_or(std::random_device{}() | 1u), iso_now(),
-                     std::chrono::steady_clock::now()};
-  // RapidCheck reads its parameters from the environment on first use.
-  ::setenv("RC_PARAMS", ("seed=" + std::to_string(context.seed) + " verbose_progress=0 verbose_shrinking=0").c_str(), 1);
+  RunContext context{options, {}, Clock::now()};
+  report::Report& header = context.header;
+  header.kit = kit_section();
+  header.adapter = adapter_section(adapter->info());
+  header.environment = describe_environment();
+  header.run.id = std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-" +
+                  std::to_string(::getpid());
+  header.run.start = header.run.end = iso_now();
+  header.run.seed = settings->seed;
+  header.run.filter = options.filter;
+  header.run.profiles = options.profiles.empty() ? report::all_profiles() : options.profiles;
+  if (settings->shard) header.run.shard = std::to_string(settings->shard->index) + "/" + std::to_string(settings->shard->count);
+  header.run.isolation = isolation_name(options.isolation);
+  header.run.jobs = options.isolation == Isolation::kNone ? 1 : options.jobs;
+  header.run.timeout_s = options.timeout_s;
+  header.run.command_line = join(options.command_line, " ");
+  header.run.scope.subset = selection.subset;
+
+  std::optional<report::Journal> journal;
+  if (options.report_path && !report_to_stdout(options)) {
+    // From here until the end the report says "incomplete", so an older
+    // report can never be mistaken for this run's.
+    report::Report placeholder = header;
+    placeholder.run.scope.incomplete = true;
+    placeholder.run.interruption = "the run has not finished; if its runner was killed, `ortmem-cts report recover " +
+                                   report::journal_path_for(*options.report_path) + "` turns what it finished into a report";
+    report::judge_report(spec_catalog().requirements, placeholder);
+    if (auto error = report::write_report_file(*options.report_path, placeholder)) return usage_error(*error);
+    auto created = report::Journal::create(*options.report_path, header);
+    if (!created) return usage_error(created.error());
+    journal.emplace(std::move(*created));
+  }
+  RunRecorder recorder(std::move(journal), selection.tests.size(), options.quiet);
+  context.recorder = &recorder;
+  const ReproduceCommand reproduce{program, options.adapter, settings->seed};
+  if (options.isolation == Isolation::kNone) return run_in_process(context, selection.tests, reproduce);
+  return run_isolated_mode(context, selection.tests, reproduce);
+}
+
+int run_child(const ChildOptions& options, char* program) {
+  bind_child_to_parent(options.parent);
   select_adapters({options.adapter});
-
-  std::string program = options.command_line.empty() ? "ortmem-cts" : options.command_line.front();
-  std::string filter_flag = "--gtest_filter=" + options.filter;
-  int gtest_argc = 2;
-  char* gtest_argv[] = {program.data(), filter_flag.data(), nullptr};
+  int gtest_argc = 1;
+  char* gtest_argv[] = {program, nullptr};
   ::testing::InitGoogleTest(&gtest_argc, gtest_argv);
-  if (options.isolate) return run_isolated(context);
-
+  ::testing::GTEST_FLAG(filter) = options.tests;
   auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
   delete listeners.Release(listeners.default_result_printer());
-  auto* collector = new ResultCollector(options.adapter, context.seed, isatty(STDERR_FILENO) != 0);
-  listeners.Append(collector);  // owned by GoogleTest from here
-  return run_in_process(context, *collector);
+  static ChildEventWriter events;
+  listeners.Append(new ResultCollector({program, options.adapter, options.seed}, &events));
+  [[maybe_unused]] const int gtest_status = RUN_ALL_TESTS();
+  return 0;
+}
+
+int recover(const std::string& journal_path, const std::optional<std::string>& report_path) {
+  auto recovered = report::read_journal(journal_path);
+  if (!recovered) return usage_error(recovered.error());
+  const std::string target = report_path.value_or(recovered->report_path);
+  if (auto problem = report::check_output_path(target, "--report")) return usage_error(*problem);
+  report::Report& result = recovered->report;
+  result.run.scope.incomplete = true;
+  result.run.interruption = "the runner stopped before finishing; recovered from " + journal_path + " with " +
+                            std::to_string(result.tests.size()) + " finished tests" +
+                            (recovered->torn_lines > 0 ? " (a torn last line was dropped)" : "");
+  report::judge_report(spec_catalog().requirements, result);
+  print_summary(result, target == "-" ? std::cerr : std::cout);
+  if (target == "-") {
+    std::cout << report::to_json(result).dump(2) << '\n';
+  } else {
+    if (auto error = report::write_report_file(target, result)) return usage_error(*error);
+    std::cout << "report: " << target << '\n';
+    // Everything the journal held is in the report now.
+    if (target == recovered->report_path) std::remove(journal_path.c_str());
+  }
+  return exit_code_for(result.judgement.verdict.overall);
 }
 
 }  // namespace ortmem::cts

@@ -1,12 +1,19 @@
-// run.hpp: `ortmem-cts run`, certifying one adapter.
+// run.hpp: `ortmem-cts run`, certifying one adapter, and its helpers.
 //
-// Two ways to run the selected tests:
-//   - in this process (--isolate none, the default): fast; a watchdog stops
-//     the run at the first test that outlives --timeout, records it as
-//     timeout and still writes a valid report;
-//   - one child process per test (--isolate test): a crash (signal) or a hang
-//     costs that test only (crash with the signal's name, or timeout) and the
-//     run goes on.
+// Three ways to run the selected tests:
+//   - isolation "group" (the default): each suite in a child process, up to
+//     --jobs at a time; a crash or a hang costs one test (see isolated_run.hpp);
+//   - isolation "test": the same with one child per test;
+//   - isolation "none": in this process, for debugging; a watchdog stops the
+//     run at the first test past its deadline and still writes a report.
+// While it runs, the report path holds a report marked incomplete and
+// PATH.journal collects every finished test, so an interrupt or a kill never
+// leaves an older report looking current and loses nothing that finished.
+//
+// Exit status (rank order for "the worst of several runs": 2 > 1 > 3 > 0):
+//   0 conformant; 1 not conformant; 2 usage or infrastructure error;
+//   3 incomplete or partial (a filter, profile selection or shard; an
+//     interrupted run; nothing judged).
 #pragma once
 
 #include <cstdint>
@@ -14,24 +21,47 @@
 #include <string>
 #include <vector>
 
+#include "ortmem/report/report.hpp"
+#include "test_selection.hpp"
+
 namespace ortmem::cts {
 
 inline constexpr int kExitConformant = 0;
 inline constexpr int kExitNotConformant = 1;
 inline constexpr int kExitUsage = 2;
+inline constexpr int kExitIncomplete = 3;
+
+[[nodiscard]] int exit_code_for(report::ProfileResult overall);
+
+enum class Isolation { kNone, kGroup, kTest };
 
 struct RunOptions {
   std::string adapter;
-  std::vector<std::string> profiles;  // empty: judge every profile
+  std::vector<std::string> profiles;  // empty: every profile
   std::string filter = "*";
   std::optional<std::uint64_t> seed;
-  std::string report_path;
-  bool isolate = false;
+  std::optional<Shard> shard;
+  std::optional<std::string> report_path;  // "-": standard output
+  Isolation isolation = Isolation::kGroup;
+  int jobs = 1;
   double timeout_s = 60;
+  bool quiet = false;
   std::vector<std::string> command_line;
 };
 
 [[nodiscard]] int run(const RunOptions& options);
+
+// The hidden `child` command an isolated run starts for each group.
+struct ChildOptions {
+  std::string adapter;
+  std::uint64_t seed = 0;
+  std::string tests;  // ':'-joined exact test ids
+  long parent = 0;
+};
+[[nodiscard]] int run_child(const ChildOptions& options, char* program);
+
+// `ortmem-cts report recover JOURNAL [--report FILE]`.
+[[nodiscard]] int recover(const std::string& journal, const std::optional<std::string>& report_path);
 
 // Prints "ortmem-cts: <reason>" on stderr and returns the usage exit status.
 int usage_error(const std::string& reason);

@@ -4,9 +4,9 @@
 Usage: check_mutant.py RUNNER MANIFEST NAME REPORT_DIR
 
 Passes when the runner exits 1 (not 2, not a crash), writes a report, and every
-requirement the manifest lists under must_fail has status fail. Each test runs
-in its own process with a short deadline, so a mutant that hangs costs seconds,
-not the suite.
+requirement the manifest lists under must_fail has status fail. Tests run in
+child processes (one at a time: ctest runs these checks in parallel) with a
+short deadline, so a mutant that crashes or hangs costs seconds, not the suite.
 """
 import json
 import pathlib
@@ -25,7 +25,7 @@ def main(argv):
         return 2
     report = pathlib.Path(report_dir) / (name.replace(":", "_") + ".json")
     report.unlink(missing_ok=True)
-    run = subprocess.run([runner, "run", "--adapter", name, "--isolate", "test", "--timeout", "2",
+    run = subprocess.run([runner, "run", "--adapter", name, "--jobs", "1", "--timeout", "2", "--quiet",
                           "--report", str(report)], capture_output=True, text=True, timeout=600)
     problems = []
     if run.returncode != 1:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Certifies the host adapter, then checks what the report promises:
 # exit 0, schema-valid JSON, core/pins/deferred conformant with every MUST
-# requirement of those profiles passing; a --filter runs only what it matches;
-# the same --seed gives the same property runs.
+# requirement of those profiles passing; a --filter or --profile runs only
+# what it selects and is partial (exit 3), never conformant; the same --seed
+# gives the same property runs; the in-process and per-test modes agree.
 set -euo pipefail
 runner=$1 reports=$2 python=$3 schema=$4
 report=$reports/host.json
@@ -24,19 +25,36 @@ bash "$(dirname "$0")/runner_all_profiles.sh" "$runner" host-vmm "$reports" "$py
 filtered=$reports/filtered.json
 code=0
 "$runner" run --adapter host --filter '*Pins*' --report "$filtered" >/dev/null 2>&1 || code=$?
-[[ $code -eq 1 ]] || { echo "a filtered run exited $code, expected 1 (partial)"; exit 1; }
+[[ $code -eq 3 ]] || { echo "a filtered run exited $code, expected 3 (partial)"; exit 1; }
 "$python" - "$filtered" <<'PY'
 import json, sys
-tests = json.load(open(sys.argv[1]))["tests"]
+report = json.load(open(sys.argv[1]))
+tests = report["tests"]
 assert tests and all("Pins" in t["id"] for t in tests), [t["id"] for t in tests]
+assert report["verdict"]["overall"] == "partial" and report["run"]["scope"]["subset"], report["verdict"]
+PY
+code=0
+"$runner" run --adapter host --profile core --quiet --report "$filtered" >/dev/null 2>&1 || code=$?
+[[ $code -eq 3 ]] || { echo "--profile core exited $code, expected 3 (partial: pins and deferred not judged)"; exit 1; }
+# The three modes run the same tests with the same outcomes.
+for mode in none test; do
+  "$runner" run --adapter host --isolate "$mode" --seed 99 --quiet --report "$reports/host-$mode.json" >/dev/null 2>&1
+done
+"$runner" run --adapter host --seed 99 --quiet --report "$reports/host-group.json" >/dev/null 2>&1
+"$python" - "$reports"/host-{none,test,group}.json <<'PY'
+import json, sys
+runs = [json.load(open(p)) for p in sys.argv[1:]]
+outcomes = [sorted((t["id"], t["status"]) for t in r["tests"]) for r in runs]
+assert outcomes[0] == outcomes[1] == outcomes[2], "the isolation modes disagree"
+assert [r["run"]["isolation"] for r in runs] == ["none", "test", "group"]
 PY
 # The seed reaches RapidCheck and the report: the same --seed, the same runs.
 for attempt in 1 2; do
-  # A filtered run judges only part of the spec: partial, exit 1.
+  # A filtered run judges only part of the spec: partial, exit 3.
   code=0
-  "$runner" run --adapter host --filter '*Property*' --seed 4242 --report "$reports/seed$attempt.json" \
+  "$runner" run --adapter host --filter '*Property*' --seed 4242 --isolate none --report "$reports/seed$attempt.json" \
     >"$reports/seed$attempt.out" 2>&1 || code=$?
-  [[ $code -eq 1 ]] || { echo "a filtered run exited $code, expected 1 (partial)"; exit 1; }
+  [[ $code -eq 3 ]] || { echo "a filtered run exited $code, expected 3 (partial)"; exit 1; }
   grep -q "seed=4242" "$reports/seed$attempt.out" || { echo "RapidCheck did not get --seed 4242"; exit 1; }
 done
 "$python" - "$reports/seed1.json" "$reports/seed2.json" <<'PY'

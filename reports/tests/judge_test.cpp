@@ -32,7 +32,7 @@ TEST(Judge, AllMustRequirementsPassingIsConformant) {
   const auto judgement = judge(kSpec,
                                {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
                                 test("b", {"PIN-001"}, TestStatus::kPass), test("c", {"VB-001"}, TestStatus::kNotApplicable)},
-                               {"core", "pins"}, {});
+                               {"core", "pins"}, Scope{});
   EXPECT_EQ(judgement.verdict.overall, ProfileResult::kConformant);
   EXPECT_EQ(profile(judgement, "virtual").result, ProfileResult::kNotRun);
   EXPECT_EQ(judgement.requirements[3].status, RequirementStatus::kNotApplicable);
@@ -42,7 +42,7 @@ TEST(Judge, OneFailingTestFailsEveryRequirementItNames) {
   const auto judgement = judge(kSpec,
                                {test("a", {"ALLOC-001"}, TestStatus::kPass), test("b", {"ALLOC-001"}, TestStatus::kFail),
                                 test("c", {"PIN-001"}, TestStatus::kPass)},
-                               {"core", "pins"}, {});
+                               {"core", "pins"}, Scope{});
   EXPECT_EQ(judgement.requirements[0].status, RequirementStatus::kFail);
   EXPECT_EQ(profile(judgement, "core").result, ProfileResult::kNotConformant);
   EXPECT_EQ(judgement.verdict.overall, ProfileResult::kNotConformant);
@@ -52,13 +52,13 @@ TEST(Judge, ASkippedCoreTestMakesThePartialVerdictNeverConformant) {
   const auto judgement = judge(kSpec,
                                {test("a", {"ALLOC-001"}, TestStatus::kNotApplicable), test("b", {"ALLOC-002"}, TestStatus::kPass),
                                 test("c", {"PIN-001"}, TestStatus::kPass)},
-                               {"core", "pins"}, {});
+                               {"core", "pins"}, Scope{});
   EXPECT_EQ(profile(judgement, "core").result, ProfileResult::kPartial);
   EXPECT_EQ(judgement.verdict.overall, ProfileResult::kPartial);
 }
 
 TEST(Judge, ADeclaredProfileThatDidNotRunIsNotConformantOverall) {
-  const auto judgement = judge(kSpec, {test("a", {"ALLOC-001"}, TestStatus::kPass)}, {"core", "pins"}, {});
+  const auto judgement = judge(kSpec, {test("a", {"ALLOC-001"}, TestStatus::kPass)}, {"core", "pins"}, Scope{});
   EXPECT_EQ(profile(judgement, "pins").result, ProfileResult::kNotRun);
   EXPECT_EQ(judgement.verdict.overall, ProfileResult::kPartial);
 }
@@ -67,7 +67,7 @@ TEST(Judge, AFailingShouldIsReportedButDoesNotFailTheProfile) {
   const auto judgement = judge(kSpec,
                                {test("a", {"ALLOC-001"}, TestStatus::kPass), test("b", {"ALLOC-002"}, TestStatus::kFail),
                                 test("c", {"PIN-001"}, TestStatus::kPass)},
-                               {"core", "pins"}, {});
+                               {"core", "pins"}, Scope{});
   EXPECT_EQ(profile(judgement, "core").result, ProfileResult::kConformant);
   EXPECT_NE(profile(judgement, "core").note.find("SHOULD"), std::string::npos);
 }
@@ -78,14 +78,14 @@ TEST(Judge, AJustifiedRequirementWithoutTestsDoesNotBlockTheVerdict) {
   const auto judgement = judge(spec,
                                {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
                                 test("b", {"PIN-001"}, TestStatus::kPass)},
-                               {"core", "pins"}, {});
+                               {"core", "pins"}, Scope{});
   EXPECT_EQ(judgement.requirements.back().status, RequirementStatus::kNotApplicable);
   EXPECT_EQ(judgement.verdict.overall, ProfileResult::kConformant);
 }
 
 TEST(Judge, ACrashOrTimeoutCountsAsAFailure) {
   for (TestStatus status : {TestStatus::kCrash, TestStatus::kTimeout, TestStatus::kError}) {
-    const auto judgement = judge(kSpec, {test("a", {"ALLOC-001"}, status)}, {"core"}, {"core"});
+    const auto judgement = judge(kSpec, {test("a", {"ALLOC-001"}, status)}, {"core"}, Scope{});
     EXPECT_EQ(judgement.verdict.overall, ProfileResult::kNotConformant) << to_string(status);
   }
 }
@@ -94,15 +94,57 @@ TEST(Judge, AFailedTestThatNamesNoRequirementStillFailsTheRun) {
   const auto judgement = judge(kSpec,
                                {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
                                 test("b", {"PIN-001"}, TestStatus::kPass), test("c", {}, TestStatus::kCrash)},
-                               {"core", "pins"}, {});
+                               {"core", "pins"}, Scope{});
   EXPECT_EQ(judgement.verdict.overall, ProfileResult::kNotConformant);
 }
 
-TEST(Judge, OnlySelectedProfilesAreJudged) {
-  const auto judgement = judge(kSpec, {test("a", {"PIN-001"}, TestStatus::kPass)}, {"core", "pins"}, {"pins"});
-  ASSERT_EQ(judgement.verdict.profiles.size(), 1U);
-  EXPECT_EQ(judgement.requirements.size(), 1U);
-  EXPECT_EQ(judgement.verdict.overall, ProfileResult::kPartial) << "core was not judged, so nothing is conformant";
+const std::vector<TestResult> kAllPassing = {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
+                                             test("b", {"PIN-001"}, TestStatus::kPass)};
+
+TEST(Judge, AFailureInAProfileNotAskedForStillMakesTheRunNotConformant) {
+  // `--profile core` on an adapter whose pins test failed: the failure is a finding.
+  auto tests = kAllPassing;
+  tests[1].status = TestStatus::kFail;
+  const auto judgement = judge(kSpec, tests, {"core", "pins"}, Scope{.subset = true});
+  EXPECT_EQ(profile(judgement, "core").result, ProfileResult::kConformant);
+  EXPECT_EQ(judgement.verdict.overall, ProfileResult::kNotConformant);
+}
+
+TEST(Judge, ASubsetIsNeverConformantEvenWhenEverythingItRanPassed) {
+  const auto judgement = judge(kSpec, kAllPassing, {"core", "pins"}, Scope{.subset = true});
+  EXPECT_EQ(profile(judgement, "core").result, ProfileResult::kConformant);
+  EXPECT_EQ(judgement.verdict.overall, ProfileResult::kPartial);
+}
+
+TEST(Judge, AnIncompleteRunIsIncompleteUnlessItAlreadyFoundAFailure) {
+  EXPECT_EQ(judge(kSpec, kAllPassing, {"core", "pins"}, Scope{.incomplete = true}).verdict.overall,
+            ProfileResult::kIncomplete);
+  auto tests = kAllPassing;
+  tests[0].status = TestStatus::kCrash;
+  EXPECT_EQ(judge(kSpec, tests, {"core", "pins"}, Scope{.incomplete = true}).verdict.overall,
+            ProfileResult::kNotConformant);
+}
+
+TEST(Judge, EveryRequirementOfTheSpecIsListedWhateverRan) {
+  const auto judgement = judge(kSpec, {test("a", {"PIN-001"}, TestStatus::kPass)}, {"core", "pins"}, Scope{.subset = true});
+  EXPECT_EQ(judgement.requirements.size(), kSpec.size());
+  EXPECT_EQ(judgement.verdict.profiles.size(), all_profiles().size());
+  EXPECT_EQ(judgement.verdict.overall, ProfileResult::kPartial);
+}
+
+TEST(Judge, DeclaredProfilesFollowTheCapabilitiesInReportOrder) {
+  EXPECT_EQ(declared_profiles({"shared-mapping", "context-pins", "fault-injection"}),
+            (std::vector<std::string>{"core", "pins", "shared"}));
+}
+
+TEST(Judge, StatusNamesReadBackToTheirValues) {
+  for (TestStatus status : {TestStatus::kPass, TestStatus::kFail, TestStatus::kNotApplicable, TestStatus::kSkipped,
+                            TestStatus::kCrash, TestStatus::kTimeout, TestStatus::kWaived, TestStatus::kError}) {
+    EXPECT_EQ(test_status_named(to_string(status)), status);
+  }
+  EXPECT_EQ(test_status_named("passed"), std::nullopt);
+  EXPECT_EQ(profile_result_named("incomplete"), ProfileResult::kIncomplete);
+  EXPECT_EQ(requirement_status_named(""), std::nullopt);
 }
 
 }  // namespace

@@ -3,21 +3,24 @@
 // A run produces one Report: who was tested (adapter), with what (kit,
 // environment, run), what every test did, and what that means per
 // requirement and per profile. judge() is the only place that turns test
-// results into verdicts, so the runner, `report verify` and CI read the same
-// rules:
-//   - a requirement fails when any test naming it failed; passes when at least
-//     one passed and none failed; is not-applicable when all its tests were
-//     (the adapter does not declare the capability) or it has none and the
-//     spec justifies why it cannot be violated observably; otherwise not-run.
+// results into verdicts, so the runner, `report recover` and every later
+// reader apply the same rules:
+//   - a requirement fails when any test naming it failed (fail, crash,
+//     timeout, error); passes when at least one passed and none failed; is
+//     not-applicable when all its tests were (the adapter does not declare the
+//     capability) or it has none and the spec justifies why it cannot be
+//     violated observably; otherwise not-run.
 //   - a profile is not-conformant when a MUST requirement failed; partial when
 //     a MUST requirement did not run; not-run when nothing ran; else
 //     conformant. A failing SHOULD is reported but does not fail a profile.
-//   - core never skips: a core profile that is not fully run is partial.
-//   - overall: not-conformant if any profile is, or a test that names no
-//     requirement failed; conformant only when core
-//     and every profile the adapter declares are conformant; else partial.
-// Report keys are a public interface (tools read them); see
-// reports/schema/report.schema.json.
+//   - overall, in this order: not-conformant when any profile is, or a test
+//     that names no requirement failed (a failure is a finding whether or not
+//     its profile was asked for); incomplete when the run was stopped before
+//     it finished; conformant when core and every declared profile are
+//     conformant and the run was not a subset (filter, profile selection,
+//     shard); not-run when nothing ran; else partial.
+// Report keys are a public interface (tools read them); report_json.hpp reads
+// and writes them, reports/schema/report.schema.json describes them.
 #pragma once
 
 #include <cstdint>
@@ -26,23 +29,32 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 namespace ortmem::report {
 
 inline constexpr const char* kSchemaId = "https://ortmem-cts.invalid/schema/report.schema.json";
-inline constexpr const char* kSchemaVersion = "1.0.0";
+inline constexpr const char* kSchemaVersion = "1.1.0";
 
 enum class TestStatus { kPass, kFail, kNotApplicable, kSkipped, kCrash, kTimeout, kWaived, kError };
 enum class RequirementStatus { kPass, kFail, kNotApplicable, kNotRun, kWaived };
-enum class ProfileResult { kConformant, kNotConformant, kPartial, kNotRun };
+// kIncomplete is an overall result only: the run stopped before it finished.
+enum class ProfileResult { kConformant, kNotConformant, kPartial, kNotRun, kIncomplete };
 
 // Every profile, in report order: core, pins, deferred, virtual, shared.
 [[nodiscard]] const std::vector<std::string>& all_profiles();
+// The profiles an adapter declaring `capabilities` (report names such as
+// "context-pins") must pass: core, then one per capability that has a profile.
+[[nodiscard]] std::vector<std::string> declared_profiles(const std::vector<std::string>& capabilities);
 
 [[nodiscard]] std::string to_string(TestStatus status);
 [[nodiscard]] std::string to_string(RequirementStatus status);
 [[nodiscard]] std::string to_string(ProfileResult result);
+// The inverses; nullopt for a name that is not one of the statuses.
+[[nodiscard]] std::optional<TestStatus> test_status_named(std::string_view name);
+[[nodiscard]] std::optional<RequirementStatus> requirement_status_named(std::string_view name);
+[[nodiscard]] std::optional<ProfileResult> profile_result_named(std::string_view name);
+
+// A failing test status: one that fails every requirement the test names.
+[[nodiscard]] bool is_failure(TestStatus status);
 
 struct Failure {
   std::string file;
@@ -57,7 +69,8 @@ struct TestResult {
   double duration_s = 0;
   std::vector<Failure> failures;
   std::string skip_reason;
-  // Property tests: the seed and a command that reproduces the run.
+  // The seed the test ran with (property tests) and a command that runs
+  // exactly this test again (every failing test).
   std::optional<std::uint64_t> seed;
   std::optional<std::string> reproduce;
 };
@@ -96,27 +109,71 @@ struct Judgement {
   Verdict verdict;
 };
 
-// `declared_profiles`: core plus those whose capability the adapter declares.
-// `selected_profiles`: the ones this run was asked to judge (empty: all).
-[[nodiscard]] Judgement judge(const std::vector<SpecRequirement>& spec, const std::vector<TestResult>& tests,
-                              const std::vector<std::string>& declared_profiles,
-                              const std::vector<std::string>& selected_profiles);
+// What a run covered, as far as the verdict is concerned.
+struct Scope {
+  // Not every test ran by design: a filter, a profile selection or a shard.
+  bool subset = false;
+  // The run stopped before it finished (interrupted, or recovered from its journal).
+  bool incomplete = false;
+};
 
-// The sections the runner fills in as it goes; judgement is added by to_json.
+// `declared`: core plus the profiles whose capability the adapter declares.
+[[nodiscard]] Judgement judge(const std::vector<SpecRequirement>& spec, const std::vector<TestResult>& tests,
+                              const std::vector<std::string>& declared, Scope scope);
+
+struct KitSection {
+  std::string name = "ortmem-cts";
+  std::string version;
+  std::string git_sha;
+  std::string spec_version;
+};
+
+struct AdapterSection {
+  std::string name;
+  std::string version;
+  std::string vendor;
+  std::string device;
+  std::vector<std::string> capabilities;
+};
+
+struct EnvironmentSection {
+  std::string os;
+  std::string kernel;
+  std::string machine;
+  std::string cpu;
+  long cpus = 0;
+  std::string compiler;
+};
+
+struct RunSection {
+  std::string id;
+  std::string start;
+  std::string end;
+  double duration_s = 0;
+  std::uint64_t seed = 0;
+  std::string filter = "*";
+  std::vector<std::string> profiles;  // the profiles whose tests were selected
+  std::string shard;                  // "I/N", empty when not sharded
+  std::string isolation = "group";    // none, group or test
+  int jobs = 1;
+  double timeout_s = 60;
+  std::string command_line;
+  Scope scope;
+  // Why the run is incomplete, for people; empty when it finished.
+  std::string interruption;
+};
+
 struct Report {
-  nlohmann::json kit;
-  nlohmann::json adapter;
-  nlohmann::json environment;
-  nlohmann::json run;
+  KitSection kit;
+  AdapterSection adapter;
+  EnvironmentSection environment;
+  RunSection run;
   std::vector<TestResult> tests;
   Judgement judgement;
 };
 
-[[nodiscard]] nlohmann::json to_json(const Report& report);
-
-// Writes `document` to `path` through a temporary file in the same directory
-// and a rename, so readers never see a half-written report. Returns an error
-// message on failure (and leaves no temporary file behind).
-[[nodiscard]] std::optional<std::string> write_atomically(const std::string& path, const nlohmann::json& document);
+// Judges `report.tests` against `spec` with the adapter's declared profiles
+// and the run's scope, and stores the judgement in the report.
+void judge_report(const std::vector<SpecRequirement>& spec, Report& report);
 
 }  // namespace ortmem::report

@@ -1,0 +1,107 @@
+#include "inherited_settings.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+extern char** environ;
+
+namespace ortmem::cts {
+namespace {
+
+std::optional<std::string> variable(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::nullopt : std::optional<std::string>(value);
+}
+
+std::vector<std::string> gtest_variables() {
+  std::vector<std::string> names;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    if (text.starts_with("GTEST_")) names.emplace_back(text.substr(0, text.find('=')));
+  }
+  return names;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> parse_seed(std::string_view text) {
+  std::uint64_t value = 0;
+  if (text.empty() || text.front() < '0' || text.front() > '9') return std::nullopt;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+Expected<InheritedSettings, std::string> take_inherited_settings(std::optional<std::uint64_t> seed_flag,
+                                                                 std::optional<Shard> shard_flag,
+                                                                 std::uint64_t random_seed) {
+  InheritedSettings settings;
+  settings.shard = shard_flag;
+  const auto total = variable("GTEST_TOTAL_SHARDS");
+  const auto index = variable("GTEST_SHARD_INDEX");
+  if (total || index) {
+    const auto shard = parse_shard(index.value_or("") + "/" + total.value_or(""));
+    if (!shard) {
+      return fail("GTEST_SHARD_INDEX=" + index.value_or("(unset)") + " and GTEST_TOTAL_SHARDS=" +
+                  total.value_or("(unset)") + " do not name a shard; set both, with 0 <= index < total, or use --shard I/N");
+    }
+    if (!shard_flag) {
+      settings.shard = shard;
+      settings.notes.push_back("running shard " + *index + "/" + *total + " from GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS");
+    } else if (shard->index != shard_flag->index || shard->count != shard_flag->count) {
+      settings.notes.push_back("--shard overrides GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS");
+    }
+    if (const auto status_file = variable("GTEST_SHARD_STATUS_FILE")) {
+      // GoogleTest's protocol: the file says "this program understood sharding".
+      const int fd = ::open(status_file->c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  for (const std::string& name : gtest_variables()) {
+    if (name != "GTEST_TOTAL_SHARDS" && name != "GTEST_SHARD_INDEX" && name != "GTEST_SHARD_STATUS_FILE" &&
+        name != "GTEST_COLOR" && name != "GTEST_BRIEF") {
+      settings.notes.push_back("ignoring " + name + ": ortmem-cts chooses its tests itself (see --filter, --shard)");
+    }
+    ::unsetenv(name.c_str());
+  }
+
+  // RC_PARAMS: "key=value key=value".
+  std::map<std::string, std::string> params;
+  std::vector<std::string> order;
+  if (const auto rc = variable("RC_PARAMS")) {
+    std::istringstream tokens(*rc);
+    for (std::string token; tokens >> token;) {
+      const std::size_t equals = token.find('=');
+      const std::string key = token.substr(0, equals);
+      if (!params.contains(key)) order.push_back(key);
+      params[key] = equals == std::string::npos ? "" : token.substr(equals + 1);
+    }
+  }
+  settings.seed = seed_flag.value_or(random_seed);
+  if (const auto given = params.find("seed"); given != params.end()) {
+    const auto seed = parse_seed(given->second);
+    if (!seed) return fail("RC_PARAMS has seed=" + given->second + ", which is not a seed (0 to 2^64-1)");
+    if (seed_flag && *seed_flag != *seed) {
+      return fail("--seed " + std::to_string(*seed_flag) + " and RC_PARAMS's seed=" + given->second +
+                  " disagree; give one of them");
+    }
+    settings.seed = *seed;
+  }
+  for (const char* key : {"seed", "verbose_progress", "verbose_shrinking"}) {
+    if (!params.contains(key)) order.push_back(key);
+  }
+  params["seed"] = std::to_string(settings.seed);
+  params.try_emplace("verbose_progress", "0");
+  params.try_emplace("verbose_shrinking", "0");
+  std::string rc_params;
+  for (const std::string& key : order) rc_params += (rc_params.empty() ? "" : " ") + key + "=" + params[key];
+  ::setenv("RC_PARAMS", rc_params.c_str(), 1);
+  return settings;
+}
+
+}  // namespace ortmem::cts

@@ -1,0 +1,27 @@
+// ortmem/report/report_json.hpp: the report's JSON form, written and read.
+//
+// The one place that spells the report's keys. Writing then reading gives the
+// same Report back. The reader is strict: a missing key, a value of the wrong
+// type or an unknown status name is an error naming where it is
+// ("tests[3].status: 'bogus' is not a test status"), never a default. It does
+// not re-judge: the judgement read is the one written (report verify compares
+// it with a fresh one).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "ortmem/expected.hpp"
+#include "ortmem/report/report.hpp"
+
+namespace ortmem::report {
+
+[[nodiscard]] nlohmann::json to_json(const Report& report);
+[[nodiscard]] Expected<Report, std::string> report_from_json(const nlohmann::json& document);
+
+// One test result alone, as the journal and the isolated runner's children pass it.
+[[nodiscard]] nlohmann::json to_json(const TestResult& test);
+[[nodiscard]] Expected<TestResult, std::string> test_result_from_json(const nlohmann::json& document);
+
+}  // namespace ortmem::report

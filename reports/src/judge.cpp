@@ -1,0 +1,197 @@
+#include <algorithm>
+#include <set>
+
+#include "ortmem/report/report.hpp"
+
+namespace ortmem::report {
+namespace {
+
+template <class Enum, std::size_t N>
+std::optional<Enum> named(std::string_view name, const Enum (&values)[N]) {
+  for (Enum value : values) {
+    if (to_string(value) == name) return value;
+  }
+  return std::nullopt;
+}
+
+constexpr TestStatus kTestStatuses[] = {TestStatus::kPass,  TestStatus::kFail,    TestStatus::kNotApplicable,
+                                        TestStatus::kSkipped, TestStatus::kCrash, TestStatus::kTimeout,
+                                        TestStatus::kWaived,  TestStatus::kError};
+constexpr RequirementStatus kRequirementStatuses[] = {RequirementStatus::kPass, RequirementStatus::kFail,
+                                                      RequirementStatus::kNotApplicable, RequirementStatus::kNotRun,
+                                                      RequirementStatus::kWaived};
+constexpr ProfileResult kProfileResults[] = {ProfileResult::kConformant, ProfileResult::kNotConformant,
+                                             ProfileResult::kPartial, ProfileResult::kNotRun,
+                                             ProfileResult::kIncomplete};
+
+RequirementStatus requirement_status(const std::vector<const TestResult*>& tests) {
+  bool any_pass = false;
+  bool all_not_applicable = !tests.empty();
+  bool any_waived = false;
+  for (const TestResult* test : tests) {
+    if (is_failure(test->status)) return RequirementStatus::kFail;
+    any_pass |= test->status == TestStatus::kPass;
+    any_waived |= test->status == TestStatus::kWaived;
+    all_not_applicable &= test->status == TestStatus::kNotApplicable;
+  }
+  if (any_pass) return RequirementStatus::kPass;
+  if (any_waived) return RequirementStatus::kWaived;
+  if (all_not_applicable) return RequirementStatus::kNotApplicable;
+  return RequirementStatus::kNotRun;
+}
+
+ProfileVerdict judge_profile(const std::string& profile, bool declared, const std::vector<RequirementResult>& results) {
+  ProfileVerdict verdict{profile, ProfileResult::kNotRun, declared, {}, {}};
+  bool must_failed = false;
+  bool must_not_run = false;
+  bool anything_ran = false;
+  bool should_failed = false;
+  for (const RequirementResult& result : results) {
+    if (result.requirement.profile != profile) continue;
+    ++verdict.counts[to_string(result.status)];
+    const bool must = result.requirement.level == "MUST";
+    anything_ran |= result.status == RequirementStatus::kPass || result.status == RequirementStatus::kFail;
+    if (result.status == RequirementStatus::kFail) (must ? must_failed : should_failed) = true;
+    const bool skipped_while_declared =
+        declared && result.status == RequirementStatus::kNotApplicable && !result.requirement.justified;
+    if (must && (result.status == RequirementStatus::kNotRun || skipped_while_declared)) must_not_run = true;
+  }
+  if (must_failed) {
+    verdict.result = ProfileResult::kNotConformant;
+  } else if (!anything_ran) {
+    verdict.result = ProfileResult::kNotRun;
+    if (!declared) verdict.note = "the adapter does not declare this profile's capability";
+  } else if (must_not_run) {
+    verdict.result = ProfileResult::kPartial;
+    verdict.note = "some MUST requirements did not run";
+  } else {
+    verdict.result = ProfileResult::kConformant;
+  }
+  if (should_failed) verdict.note += (verdict.note.empty() ? "" : "; ") + std::string("a SHOULD requirement failed");
+  return verdict;
+}
+
+}  // namespace
+
+std::string to_string(TestStatus status) {
+  switch (status) {
+    case TestStatus::kPass: return "pass";
+    case TestStatus::kFail: return "fail";
+    case TestStatus::kNotApplicable: return "not-applicable";
+    case TestStatus::kSkipped: return "skipped";
+    case TestStatus::kCrash: return "crash";
+    case TestStatus::kTimeout: return "timeout";
+    case TestStatus::kWaived: return "waived";
+    case TestStatus::kError: return "error";
+  }
+  return "error";
+}
+
+std::string to_string(RequirementStatus status) {
+  switch (status) {
+    case RequirementStatus::kPass: return "pass";
+    case RequirementStatus::kFail: return "fail";
+    case RequirementStatus::kNotApplicable: return "not-applicable";
+    case RequirementStatus::kNotRun: return "not-run";
+    case RequirementStatus::kWaived: return "waived";
+  }
+  return "not-run";
+}
+
+std::string to_string(ProfileResult result) {
+  switch (result) {
+    case ProfileResult::kConformant: return "conformant";
+    case ProfileResult::kNotConformant: return "not-conformant";
+    case ProfileResult::kPartial: return "partial";
+    case ProfileResult::kNotRun: return "not-run";
+    case ProfileResult::kIncomplete: return "incomplete";
+  }
+  return "not-run";
+}
+
+std::optional<TestStatus> test_status_named(std::string_view name) { return named(name, kTestStatuses); }
+std::optional<RequirementStatus> requirement_status_named(std::string_view name) {
+  return named(name, kRequirementStatuses);
+}
+std::optional<ProfileResult> profile_result_named(std::string_view name) { return named(name, kProfileResults); }
+
+bool is_failure(TestStatus status) {
+  return status == TestStatus::kFail || status == TestStatus::kCrash || status == TestStatus::kTimeout ||
+         status == TestStatus::kError;
+}
+
+const std::vector<std::string>& all_profiles() {
+  static const std::vector<std::string> profiles = {"core", "pins", "deferred", "virtual", "shared"};
+  return profiles;
+}
+
+std::vector<std::string> declared_profiles(const std::vector<std::string>& capabilities) {
+  static const std::map<std::string, std::string, std::less<>> kProfileOf = {{"context-pins", "pins"},
+                                                                            {"deferred-queue", "deferred"},
+                                                                            {"virtual-backing", "virtual"},
+                                                                            {"shared-mapping", "shared"}};
+  std::vector<std::string> declared = {"core"};
+  for (const std::string& profile : all_profiles()) {
+    for (const std::string& capability : capabilities) {
+      const auto found = kProfileOf.find(capability);
+      if (found != kProfileOf.end() && found->second == profile) declared.push_back(profile);
+    }
+  }
+  return declared;
+}
+
+Judgement judge(const std::vector<SpecRequirement>& spec, const std::vector<TestResult>& tests,
+                const std::vector<std::string>& declared_list, Scope scope) {
+  std::map<std::string, std::vector<const TestResult*>> by_requirement;
+  for (const TestResult& test : tests) {
+    for (const std::string& id : test.requirements) by_requirement[id].push_back(&test);
+  }
+  const std::set<std::string> declared(declared_list.begin(), declared_list.end());
+
+  Judgement judgement;
+  for (const SpecRequirement& requirement : spec) {
+    RequirementResult result{requirement, RequirementStatus::kNotRun, {}};
+    const auto& named_by = by_requirement[requirement.id];
+    for (const TestResult* test : named_by) result.tests.push_back(test->id);
+    result.status = requirement_status(named_by);
+    if (result.status == RequirementStatus::kNotRun && named_by.empty() && requirement.justified) {
+      result.status = RequirementStatus::kNotApplicable;
+    }
+    judgement.requirements.push_back(std::move(result));
+  }
+
+  bool any_not_conformant = false;
+  bool every_declared_conformant = true;
+  bool anything_ran = false;
+  for (const std::string& profile : all_profiles()) {
+    ProfileVerdict verdict =
+        judge_profile(profile, profile == "core" || declared.contains(profile), judgement.requirements);
+    any_not_conformant |= verdict.result == ProfileResult::kNotConformant;
+    anything_ran |= verdict.result != ProfileResult::kNotRun;
+    if (verdict.declared && verdict.result != ProfileResult::kConformant) every_declared_conformant = false;
+    judgement.verdict.profiles.push_back(std::move(verdict));
+  }
+  // A failure the report cannot charge to any requirement still fails the run.
+  const bool unattributed_failure = std::any_of(tests.begin(), tests.end(), [](const TestResult& test) {
+    return is_failure(test.status) && test.requirements.empty();
+  });
+  ProfileResult& overall = judgement.verdict.overall;
+  if (any_not_conformant || unattributed_failure) {
+    overall = ProfileResult::kNotConformant;
+  } else if (scope.incomplete) {
+    overall = ProfileResult::kIncomplete;
+  } else if (every_declared_conformant && !scope.subset) {
+    overall = ProfileResult::kConformant;
+  } else if (!anything_ran) {
+    overall = ProfileResult::kNotRun;
+  } else {
+    overall = ProfileResult::kPartial;
+  }
+  return judgement;
+}
+
+void judge_report(const std::vector<SpecRequirement>& spec, Report& report) {
+  report.judgement = judge(spec, report.tests, declared_profiles(report.adapter.capabilities), report.run.scope);
+}
+
+}  // namespace ortmem::report

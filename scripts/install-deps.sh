@@ -8,7 +8,7 @@ packages=(
   cmake ninja-build g++ clang ccache
   libgtest-dev libgmock-dev librapidcheck-dev
   nlohmann-json3-dev libexpected-dev libcli11-dev libbenchmark-dev
-  python3 python3-jsonschema
+  python3 python3-jsonschema libsodium-dev pkg-config
 )
 
 missing=()

@@ -135,6 +135,7 @@ class Scheduler {
         drain(child);
         if (now >= child.deadline && !child.killed_for_time) {
           child.killed_for_time = true;
+          child.deadline = Clock::time_point::max();  // no deadline left to wake for
           ::kill(-child.pid, SIGKILL);
         }
       }

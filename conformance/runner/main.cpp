@@ -4,7 +4,10 @@
 //   ortmem-cts run --adapter NAME [--profile core,pins,...] [--filter GLOB] [--shard I/N]
 //                  [--seed N] [--report FILE|-] [--isolate group|test|none] [--jobs N]
 //                  [--timeout SECONDS] [--quiet]
-//   ortmem-cts report recover JOURNAL [--report FILE|-]
+//                  [--sign SECRET_KEY]
+//   ortmem-cts report recover JOURNAL [--report FILE|-] [--sign SECRET_KEY]
+//   ortmem-cts report verify REPORT [--pubkey PUBLIC_KEY]
+//   ortmem-cts report keygen --secret FILE --public FILE
 //   ortmem-cts --version
 //
 // Exit status (see run.hpp): 0 conformant, 1 not conformant, 2 usage or
@@ -109,6 +112,8 @@ int main(int argc, char** argv) {
   run_command->add_option("--jobs", options.jobs, "test processes at a time (default: the number of cores)");
   run_command->add_option("--timeout", options.timeout_s, "seconds one test may take (default 60)");
   run_command->add_flag("--quiet", options.quiet, "no progress on stderr");
+  std::string signing_key;
+  auto* sign_option = run_command->add_option("--sign", signing_key, "sign the report with this Ed25519 secret key file");
 
   auto* report_command = app.add_subcommand("report", "work with reports");
   report_command->require_subcommand(1);
@@ -118,6 +123,18 @@ int main(int argc, char** argv) {
   recover_command->add_option("journal", journal, "the run's REPORT.journal")->required();
   auto* recovered_option =
       recover_command->add_option("--report", recovered_path, "where to write it (default: the run's own report path)");
+  std::string recover_key;
+  auto* recover_sign = recover_command->add_option("--sign", recover_key, "sign the report with this secret key file");
+  auto* verify_command = report_command->add_subcommand("verify", "check a report's integrity, spec and verdict");
+  std::string verified_path;
+  std::string public_key;
+  verify_command->add_option("report", verified_path, "the report file")->required();
+  auto* pubkey_option = verify_command->add_option("--pubkey", public_key, "require a signature by this public key file");
+  auto* keygen_command = report_command->add_subcommand("keygen", "make an Ed25519 key pair for --sign and --pubkey");
+  std::string secret_path;
+  std::string public_path;
+  keygen_command->add_option("--secret", secret_path, "where to write the secret key (created 0600)")->required();
+  keygen_command->add_option("--public", public_path, "where to write the public key")->required();
 
   // Started by an isolated run for each group of tests; not for people.
   auto* child = app.add_subcommand("child", "")->group("");
@@ -139,9 +156,15 @@ int main(int argc, char** argv) {
     if (what == "requirements") return list_requirements();
     return list_tests(list_adapter, argv[0]);
   }
+  const auto given = [](CLI::Option* option, const std::string& value) {
+    return option->count() > 0 ? std::optional(value) : std::nullopt;
+  };
   if (recover_command->parsed()) {
-    return recover(journal, recovered_option->count() > 0 ? std::optional(recovered_path) : std::nullopt);
+    return recover(journal, given(recovered_option, recovered_path), given(recover_sign, recover_key));
   }
+  if (verify_command->parsed()) return verify(verified_path, given(pubkey_option, public_key));
+  if (keygen_command->parsed()) return keygen(secret_path, public_path);
+  options.signing_key_path = given(sign_option, signing_key);
   if (seed_option->count() > 0) {
     options.seed = parse_seed(seed);
     if (!options.seed) return usage_error("--seed '" + seed + "' is not a seed: give a whole number from 0 to 2^64-1");
@@ -150,7 +173,7 @@ int main(int argc, char** argv) {
     options.shard = parse_shard(shard);
     if (!options.shard) return usage_error("--shard '" + shard + "' is not a shard: give I/N with 0 <= I < N");
   }
-  if (report_option->count() > 0) options.report_path = report_path;
+  options.report_path = given(report_option, report_path);
   options.isolation = isolation == "none" ? Isolation::kNone : isolation == "test" ? Isolation::kTest : Isolation::kGroup;
   std::stringstream stream(profiles);
   for (std::string profile; std::getline(stream, profile, ',');) {

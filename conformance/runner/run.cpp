@@ -1,11 +1,16 @@
 #include "run.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <cstdlib>
 #include <iostream>
 #include <map>
@@ -19,9 +24,11 @@
 #include "isolated_run.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/cts/spec_catalog.hpp"
+#include "ortmem/report/integrity.hpp"
 #include "ortmem/report/journal.hpp"
 #include "ortmem/report/report_file.hpp"
 #include "ortmem/report/report_json.hpp"
+#include "ortmem/report/verify.hpp"
 #include "result_collector.hpp"
 
 #ifndef ORTMEM_KIT_VERSION
@@ -29,6 +36,12 @@
 #endif
 #ifndef ORTMEM_GIT_SHA
 #define ORTMEM_GIT_SHA "unknown"
+#endif
+#ifndef ORTMEM_GIT_DIRTY
+#define ORTMEM_GIT_DIRTY 1
+#endif
+#ifndef ORTMEM_BUILD_TYPE
+#define ORTMEM_BUILD_TYPE "unknown"
 #endif
 
 namespace ortmem::cts {
@@ -53,7 +66,17 @@ std::string profile_of_requirement(std::string_view id) {
 }
 
 report::KitSection kit_section() {
-  return {"ortmem-cts", ORTMEM_KIT_VERSION, ORTMEM_GIT_SHA, spec_catalog().version};
+  return {"ortmem-cts", ORTMEM_KIT_VERSION, ORTMEM_GIT_SHA, spec_catalog().version, ORTMEM_GIT_DIRTY != 0,
+          ORTMEM_BUILD_TYPE, ""};
+}
+
+std::optional<std::string> load_signing_key(const std::optional<std::string>& path,
+                                            std::optional<report::SigningKey>& key) {
+  if (!path) return std::nullopt;
+  auto read = report::read_signing_key(*path);
+  if (!read) return "--sign: " + read.error();
+  key = *read;
+  return std::nullopt;
 }
 
 report::AdapterSection adapter_section(const AdapterInfo& info) {
@@ -173,6 +196,9 @@ struct RunContext {
   report::Report header;  // the report without tests
   Clock::time_point started;
   RunRecorder* recorder = nullptr;
+  std::optional<report::SigningKey> signing_key;
+  // Hashing the runner takes as long as certifying a host adapter, so it runs beside the tests.
+  std::shared_future<std::string> binary_sha256;
 };
 
 bool report_to_stdout(const RunOptions& options) { return options.report_path == "-"; }
@@ -187,6 +213,7 @@ int finish(const RunContext& context, std::vector<report::TestResult> tests, con
   result.run.duration_s = std::chrono::duration<double>(Clock::now() - context.started).count();
   result.run.scope.incomplete = !interruption.empty();
   result.run.interruption = interruption;
+  result.kit.binary_sha256 = context.binary_sha256.get();
   report::judge_report(spec_catalog().requirements, result);
 
   std::ostream& out = report_to_stdout(options) ? std::cerr : std::cout;
@@ -194,9 +221,9 @@ int finish(const RunContext& context, std::vector<report::TestResult> tests, con
   bool keep_journal = false;
   int code = exit_code_for(result.judgement.verdict.overall);
   if (report_to_stdout(options)) {
-    std::cout << report::to_json(result).dump(2) << '\n';
+    std::cout << report::sealed_report_text(result, context.signing_key);
   } else if (options.report_path) {
-    if (auto error = report::write_report_file(*options.report_path, result)) {
+    if (auto error = report::write_report_file(*options.report_path, result, context.signing_key)) {
       keep_journal = true;  // the results survive in the journal
       code = usage_error(*error);
     } else {
@@ -303,6 +330,8 @@ int run(const RunOptions& options) {
   if (!availability.available) {
     return usage_error("adapter '" + options.adapter + "' cannot run here: " + availability.reason);
   }
+  std::optional<report::SigningKey> signing_key;
+  if (auto problem = load_signing_key(options.signing_key_path, signing_key)) return usage_error(*problem);
   auto settings = take_inherited_settings(options.seed, options.shard, std::random_device{}() | 1u);
   if (!settings) return usage_error(settings.error());
   for (const std::string& note : settings->notes) std::cerr << "ortmem-cts: " << note << '\n';
@@ -320,6 +349,11 @@ int run(const RunOptions& options) {
   }
 
   RunContext context{options, {}, Clock::now()};
+  context.signing_key = signing_key;
+  context.binary_sha256 = std::async(std::launch::async, [] {
+                            auto digest = report::sha256_of_file("/proc/self/exe");
+                            return digest ? *digest : std::string("unknown: ") + digest.error();
+                          }).share();
   report::Report& header = context.header;
   header.kit = kit_section();
   header.adapter = adapter_section(adapter->info());
@@ -373,7 +407,10 @@ int run_child(const ChildOptions& options, char* program) {
   return 0;
 }
 
-int recover(const std::string& journal_path, const std::optional<std::string>& report_path) {
+int recover(const std::string& journal_path, const std::optional<std::string>& report_path,
+            const std::optional<std::string>& signing_key_path) {
+  std::optional<report::SigningKey> signing_key;
+  if (auto problem = load_signing_key(signing_key_path, signing_key)) return usage_error(*problem);
   auto recovered = report::read_journal(journal_path);
   if (!recovered) return usage_error(recovered.error());
   const std::string target = report_path.value_or(recovered->report_path);
@@ -386,14 +423,60 @@ int recover(const std::string& journal_path, const std::optional<std::string>& r
   report::judge_report(spec_catalog().requirements, result);
   print_summary(result, target == "-" ? std::cerr : std::cout);
   if (target == "-") {
-    std::cout << report::to_json(result).dump(2) << '\n';
+    std::cout << report::sealed_report_text(result, signing_key);
   } else {
-    if (auto error = report::write_report_file(target, result)) return usage_error(*error);
+    if (auto error = report::write_report_file(target, result, signing_key)) return usage_error(*error);
     std::cout << "report: " << target << '\n';
     // Everything the journal held is in the report now.
     if (target == recovered->report_path) std::remove(journal_path.c_str());
   }
   return exit_code_for(result.judgement.verdict.overall);
+}
+
+int verify(const std::string& report_path, const std::optional<std::string>& public_key_path) {
+  std::optional<std::array<unsigned char, 32>> trusted;
+  if (public_key_path) {
+    auto key = report::read_public_key(*public_key_path);
+    if (!key) return usage_error("--pubkey: " + key.error());
+    trusted = *key;
+  }
+  auto content = report::read_regular_file(report_path);
+  if (!content) return usage_error(content.error());
+  const auto document = nlohmann::json::parse(*content, nullptr, /*allow_exceptions=*/false);
+  if (document.is_discarded()) return usage_error("'" + report_path + "' is not JSON");
+  const SpecCatalog& catalog = spec_catalog();
+  const report::Verification verification =
+      report::verify_report(document, catalog.requirements, catalog.version, trusted);
+  for (const auto& warning : verification.warnings) std::cout << "warning: " << warning << '\n';
+  if (!verification.ok()) {
+    for (const auto& problem : verification.problems) std::cout << "problem: " << problem << '\n';
+    std::cerr << "ortmem-cts: " << report_path << " does not verify (" << verification.problems.size() << " problems)\n";
+    return kExitNotConformant;
+  }
+  const report::Report& verified = *verification.report;
+  std::cout << "verified: " << report_path << ": adapter " << verified.adapter.name << ", verdict "
+            << to_string(verified.judgement.verdict.overall) << ", spec " << verified.kit.spec_version << ", "
+            << verified.tests.size() << " tests" << (trusted ? ", signed by the given key" : ", digest only") << '\n';
+  return kExitConformant;
+}
+
+int keygen(const std::string& secret_path, const std::string& public_path) {
+  for (const auto& [path, option] : {std::pair{secret_path, "--secret"}, std::pair{public_path, "--public"}}) {
+    if (path == "-") return usage_error(std::string(option) + " needs a file path");
+    if (auto problem = report::check_output_path(path, option)) return usage_error(*problem);
+  }
+  auto key = report::generate_signing_key();
+  if (!key) return usage_error(key.error());
+  // Created 0600 and never over an existing file: a secret is not replaced by accident, nor readable for a moment.
+  const int fd = ::open(secret_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return usage_error("--secret '" + secret_path + "': " + std::strerror(errno) + " (an existing key is never overwritten)");
+  const std::string secret = report::secret_key_text(*key);
+  const bool written = ::write(fd, secret.data(), secret.size()) == static_cast<ssize_t>(secret.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!written) return usage_error("--secret '" + secret_path + "': cannot write the key");
+  if (auto error = report::write_file_atomically(public_path, report::public_key_text(*key))) return usage_error(*error);
+  std::cout << "secret key: " << secret_path << " (keep it private)\npublic key: " << public_path << '\n';
+  return kExitConformant;
 }
 
 }  // namespace ortmem::cts

@@ -46,6 +46,7 @@ struct RunOptions {
   int jobs = 1;
   double timeout_s = 60;
   bool quiet = false;
+  std::optional<std::string> signing_key_path;  // --sign
   std::vector<std::string> command_line;
 };
 
@@ -60,8 +61,13 @@ struct ChildOptions {
 };
 [[nodiscard]] int run_child(const ChildOptions& options, char* program);
 
-// `ortmem-cts report recover JOURNAL [--report FILE]`.
-[[nodiscard]] int recover(const std::string& journal, const std::optional<std::string>& report_path);
+// `ortmem-cts report recover JOURNAL [--report FILE] [--sign KEY]`.
+[[nodiscard]] int recover(const std::string& journal, const std::optional<std::string>& report_path,
+                          const std::optional<std::string>& signing_key_path);
+// `ortmem-cts report verify FILE [--pubkey KEY]`: 0 verified, 1 not, 2 unreadable.
+[[nodiscard]] int verify(const std::string& report_path, const std::optional<std::string>& public_key_path);
+// `ortmem-cts report keygen --secret FILE --public FILE`.
+[[nodiscard]] int keygen(const std::string& secret_path, const std::string& public_path);
 
 // Prints "ortmem-cts: <reason>" on stderr and returns the usage exit status.
 int usage_error(const std::string& reason);

@@ -8,7 +8,7 @@ set -euo pipefail
 runner=$1 reports=$2 python=$3 schema=$4
 report=$reports/host.json
 rm -f "$report"
-"$runner" run --adapter host --report "$report" >"$reports/host.out"
+"$runner" run --adapter host --jobs 1 --report "$report" >"$reports/host.out"
 "$python" - "$report" "$schema" <<'PY'
 import json, sys, jsonschema
 report = json.load(open(sys.argv[1]))
@@ -20,6 +20,24 @@ for name in ("core", "pins", "deferred"):
 assert report["tests"], "no tests in the report"
 print(f'{len(report["tests"])} tests, {len(report["requirements"])} requirements, verdict {report["verdict"]["overall"]}')
 PY
+# The report verifies; a flipped verdict does not; a signed report needs its key.
+"$runner" report verify "$report" >/dev/null || { echo "the host report does not verify"; exit 1; }
+"$python" - "$report" "$reports/tampered.json" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+report["tests"][0]["status"] = "fail"
+json.dump(report, open(sys.argv[2], "w"))
+PY
+code=0; "$runner" report verify "$reports/tampered.json" >/dev/null 2>&1 || code=$?
+[[ $code -eq 1 ]] || { echo "a tampered report: verify exit $code, expected 1"; exit 1; }
+rm -f "$reports/key.sec" "$reports/key.pub" "$reports/other.sec" "$reports/other.pub"
+"$runner" report keygen --secret "$reports/key.sec" --public "$reports/key.pub" >/dev/null
+"$runner" report keygen --secret "$reports/other.sec" --public "$reports/other.pub" >/dev/null
+[[ $(stat -c %a "$reports/key.sec") == 600 ]] || { echo "the secret key is not 0600"; exit 1; }
+"$runner" run --adapter host --jobs 1 --quiet --sign "$reports/key.sec" --report "$reports/signed.json" >/dev/null
+"$runner" report verify "$reports/signed.json" --pubkey "$reports/key.pub" >/dev/null || { echo "a signed report does not verify"; exit 1; }
+code=0; "$runner" report verify "$reports/signed.json" --pubkey "$reports/other.pub" >/dev/null 2>&1 || code=$?
+[[ $code -eq 1 ]] || { echo "a report signed by another key: verify exit $code, expected 1"; exit 1; }
 # The virtual-memory reference declares every capability: all five profiles conformant.
 bash "$(dirname "$0")/runner_all_profiles.sh" "$runner" host-vmm "$reports" "$python" "$schema"
 filtered=$reports/filtered.json

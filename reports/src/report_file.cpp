@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "ortmem/report/integrity.hpp"
 #include "ortmem/report/report_json.hpp"
 
 namespace ortmem::report {
@@ -134,8 +135,15 @@ Expected<std::string, std::string> read_regular_file(const std::string& path) {
   return content;
 }
 
-std::optional<std::string> write_report_file(const std::string& path, const Report& report) {
-  return write_file_atomically(path, to_json(report).dump(2) + '\n');
+std::optional<std::string> write_report_file(const std::string& path, const Report& report,
+                                             const std::optional<SigningKey>& key) {
+  return write_file_atomically(path, sealed_report_text(report, key));
+}
+
+std::string sealed_report_text(const Report& report, const std::optional<SigningKey>& key) {
+  nlohmann::json document = to_json(report);
+  seal(document, key);
+  return document.dump(2) + '\n';
 }
 
 Expected<Report, std::string> read_report_file(const std::string& path) {

@@ -115,7 +115,13 @@ Report read_report(const json& document) {
 
   Report report;
   const Fields kit(root.at("kit"), "kit");
-  report.kit = {kit.string("name"), kit.string("version"), kit.string("git_sha"), kit.string("spec_version")};
+  report.kit = {kit.string("name"),
+                kit.string("version"),
+                kit.string("git_sha"),
+                kit.string("spec_version"),
+                kit.has("git_dirty") && kit.boolean("git_dirty"),
+                kit.optional_string("build_type"),
+                kit.optional_string("binary_sha256")};
   const Fields adapter(root.at("adapter"), "adapter");
   report.adapter = {adapter.string("name"), adapter.string("version"), adapter.string("vendor"), adapter.string("device"),
                     adapter.strings("capabilities")};
@@ -248,7 +254,10 @@ json to_json(const Report& report) {
            {{"name", report.kit.name},
             {"version", report.kit.version},
             {"git_sha", report.kit.git_sha},
-            {"spec_version", report.kit.spec_version}}},
+            {"git_dirty", report.kit.git_dirty},
+            {"spec_version", report.kit.spec_version},
+            {"build_type", report.kit.build_type},
+            {"binary_sha256", report.kit.binary_sha256}}},
           {"adapter",
            {{"name", report.adapter.name},
             {"version", report.adapter.version},

@@ -126,6 +126,9 @@ struct KitSection {
   std::string version;
   std::string git_sha;
   std::string spec_version;
+  bool git_dirty = false;      // built from a tree with uncommitted changes
+  std::string build_type;      // CMake's, e.g. RelWithDebInfo
+  std::string binary_sha256;   // of the runner that made the report
 };
 
 struct AdapterSection {

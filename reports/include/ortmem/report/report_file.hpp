@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "ortmem/expected.hpp"
+#include "ortmem/report/integrity.hpp"
 #include "ortmem/report/report.hpp"
 
 namespace ortmem::report {
@@ -36,7 +37,11 @@ inline constexpr std::size_t kMaxReadBytes = std::size_t{256} << 20;
 // The whole of a regular file of at most kMaxReadBytes.
 [[nodiscard]] Expected<std::string, std::string> read_regular_file(const std::string& path);
 
-[[nodiscard]] std::optional<std::string> write_report_file(const std::string& path, const Report& report);
+// The report as its file holds it: JSON with its integrity section (signed
+// with `key` when one is given).
+[[nodiscard]] std::string sealed_report_text(const Report& report, const std::optional<SigningKey>& key = std::nullopt);
+[[nodiscard]] std::optional<std::string> write_report_file(const std::string& path, const Report& report,
+                                                           const std::optional<SigningKey>& key = std::nullopt);
 // Reads and parses a report; every error starts with the path.
 [[nodiscard]] Expected<Report, std::string> read_report_file(const std::string& path);
 

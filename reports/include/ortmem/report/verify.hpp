@@ -1,0 +1,43 @@
+// ortmem/report/verify.hpp: `ortmem-cts report verify`, what an auditor runs
+// before accepting a report as evidence.
+//
+// A report verifies when all of this holds:
+//   - its integrity digest matches its content (and, given a trusted public
+//     key, its signature is by that key; see integrity.hpp);
+//   - it reads as a report of schema 1.x: every key present with its type,
+//     every status one of the allowed names (report_json.hpp);
+//   - the kit, its version and git sha are present;
+//   - it is of the spec this kit carries: a report of another spec version is
+//     refused, since its requirements cannot be checked here (the versioning
+//     policy is in spec/README.md);
+//   - it lists every requirement of that spec once, with the spec's level and
+//     profile, names only tests it holds, and holds no test twice;
+//   - the judgement recomputed from its tests (judge(), with the profiles its
+//     adapter declares and its run's scope) is the judgement it states, for
+//     every requirement, every profile and the overall verdict.
+// Problems are returned one sentence each; warnings do not fail a report.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ortmem/report/report.hpp"
+
+namespace ortmem::report {
+
+struct Verification {
+  std::vector<std::string> problems;
+  std::vector<std::string> warnings;
+  std::optional<Report> report;  // when it could be read
+  [[nodiscard]] bool ok() const { return problems.empty(); }
+};
+
+[[nodiscard]] Verification verify_report(const nlohmann::json& document, const std::vector<SpecRequirement>& spec,
+                                         const std::string& spec_version,
+                                         const std::optional<std::array<unsigned char, 32>>& trusted_key);
+
+}  // namespace ortmem::report

@@ -6,6 +6,7 @@
 // They are registered only in ortmem-cts-mutants, never in ortmem-cts.
 #include <atomic>
 #include <csignal>
+#include <cstdio>
 #include <thread>
 
 #include "adapters/host/host_adapter.hpp"
@@ -435,7 +436,11 @@ class OverCapacity final : public QueueWrapper {
 class SegfaultsOnAllocate final : public MutantAllocator {
  public:
   Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
-    if (bytes >= (1U << 20)) std::raise(SIGSEGV);
+    if (bytes >= (1U << 20)) {
+      // A dying allocator's last words need not be UTF-8; the report must survive them.
+      std::fputs("segfaulting on purpose \xff\xfe\n", stderr);
+      std::raise(SIGSEGV);
+    }
     return reference_.allocate(bytes, align);
   }
 };

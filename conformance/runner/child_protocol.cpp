@@ -10,7 +10,7 @@ namespace ortmem::cts {
 namespace {
 
 void write_line(const nlohmann::json& event) {
-  const std::string line = event.dump() + '\n';
+  const std::string line = report::dump_json(event) + '\n';
   std::string_view rest = line;
   while (!rest.empty()) {
     const ssize_t written = ::write(kChildEventFd, rest.data(), rest.size());

@@ -4,9 +4,10 @@
 //   ortmem-cts run --adapter NAME [--profile core,pins,...] [--filter GLOB] [--shard I/N]
 //                  [--seed N] [--report FILE|-] [--isolate group|test|none] [--jobs N]
 //                  [--timeout SECONDS] [--quiet]
-//                  [--sign SECRET_KEY]
+//                  [--sign SECRET_KEY] [--junit FILE|-] [--ctrf FILE|-]
 //   ortmem-cts report recover JOURNAL [--report FILE|-] [--sign SECRET_KEY]
 //   ortmem-cts report verify REPORT [--pubkey PUBLIC_KEY]
+//   ortmem-cts report render REPORT [--format md|html] [--output FILE]
 //   ortmem-cts report keygen --secret FILE --public FILE
 //   ortmem-cts --version
 //
@@ -114,6 +115,10 @@ int main(int argc, char** argv) {
   run_command->add_flag("--quiet", options.quiet, "no progress on stderr");
   std::string signing_key;
   auto* sign_option = run_command->add_option("--sign", signing_key, "sign the report with this Ed25519 secret key file");
+  std::string junit_path;
+  std::string ctrf_path;
+  auto* junit_option = run_command->add_option("--junit", junit_path, "also write the results as JUnit XML to FILE, or '-'");
+  auto* ctrf_option = run_command->add_option("--ctrf", ctrf_path, "also write the results as CTRF JSON to FILE, or '-'");
 
   auto* report_command = app.add_subcommand("report", "work with reports");
   report_command->require_subcommand(1);
@@ -130,6 +135,13 @@ int main(int argc, char** argv) {
   std::string public_key;
   verify_command->add_option("report", verified_path, "the report file")->required();
   auto* pubkey_option = verify_command->add_option("--pubkey", public_key, "require a signature by this public key file");
+  auto* render_command = report_command->add_subcommand("render", "render a report for people (Markdown or HTML)");
+  std::string rendered_path;
+  std::string render_format = "md";
+  std::string render_output;
+  render_command->add_option("report", rendered_path, "the report file")->required();
+  render_command->add_option("--format", render_format, "md (default) or html")->check(CLI::IsMember({"md", "html"}));
+  auto* render_output_option = render_command->add_option("--output", render_output, "write here instead of stdout");
   auto* keygen_command = report_command->add_subcommand("keygen", "make an Ed25519 key pair for --sign and --pubkey");
   std::string secret_path;
   std::string public_path;
@@ -164,6 +176,9 @@ int main(int argc, char** argv) {
   }
   if (verify_command->parsed()) return verify(verified_path, given(pubkey_option, public_key));
   if (keygen_command->parsed()) return keygen(secret_path, public_path);
+  if (render_command->parsed()) return render(rendered_path, render_format, given(render_output_option, render_output));
+  options.junit_path = given(junit_option, junit_path);
+  options.ctrf_path = given(ctrf_option, ctrf_path);
   options.signing_key_path = given(sign_option, signing_key);
   if (seed_option->count() > 0) {
     options.seed = parse_seed(seed);

@@ -24,6 +24,7 @@
 #include "isolated_run.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/cts/spec_catalog.hpp"
+#include "ortmem/report/formats.hpp"
 #include "ortmem/report/integrity.hpp"
 #include "ortmem/report/journal.hpp"
 #include "ortmem/report/report_file.hpp"
@@ -203,6 +204,26 @@ struct RunContext {
 
 bool report_to_stdout(const RunOptions& options) { return options.report_path == "-"; }
 
+// Writes `content` to `path`, or to stdout for "-"; returns an error message.
+std::optional<std::string> write_output(const std::string& path, const std::string& content) {
+  if (path != "-") return report::write_file_atomically(path, content);
+  std::cout << content;
+  return std::nullopt;
+}
+
+// The JUnit and CTRF views the run was asked for; the first error, if any.
+std::optional<std::string> write_views(const RunOptions& options, const report::Report& result) {
+  if (options.junit_path) {
+    if (auto error = write_output(*options.junit_path, report::to_junit_xml(result))) return "--junit: " + *error;
+  }
+  if (options.ctrf_path) {
+    if (auto error = write_output(*options.ctrf_path, report::dump_json(report::to_ctrf(result), 2) + '\n')) {
+      return "--ctrf: " + *error;
+    }
+  }
+  return std::nullopt;
+}
+
 // Judges, prints, writes the report and returns the exit status. Safe to call
 // from the in-process watchdog: it touches nothing a stuck test could hold.
 int finish(const RunContext& context, std::vector<report::TestResult> tests, const std::string& interruption) {
@@ -230,6 +251,7 @@ int finish(const RunContext& context, std::vector<report::TestResult> tests, con
       out << "report: " << *options.report_path << '\n';
     }
   }
+  if (auto error = write_views(options, result)) code = usage_error(*error);
   if (context.recorder != nullptr) context.recorder->close(keep_journal);
   std::cout.flush();
   if (code != kExitConformant && code != kExitUsage) {
@@ -323,9 +345,14 @@ int run(const RunOptions& options) {
   }
   if (!(options.timeout_s > 0)) return usage_error("--timeout must be a positive number of seconds");
   if (options.jobs < 1) return usage_error("--jobs must be at least 1");
-  if (options.report_path) {
-    if (auto problem = report::check_output_path(*options.report_path, "--report")) return usage_error(*problem);
+  int to_stdout = 0;
+  for (const auto& [path, option] : {std::pair{&options.report_path, "--report"}, std::pair{&options.junit_path, "--junit"},
+                                     std::pair{&options.ctrf_path, "--ctrf"}}) {
+    if (!*path) continue;
+    if (auto problem = report::check_output_path(**path, option)) return usage_error(*problem);
+    to_stdout += **path == "-" ? 1 : 0;
   }
+  if (to_stdout > 1) return usage_error("only one of --report, --junit and --ctrf can go to standard output ('-')");
   const Availability availability = adapter->available();
   if (!availability.available) {
     return usage_error("adapter '" + options.adapter + "' cannot run here: " + availability.reason);
@@ -457,6 +484,17 @@ int verify(const std::string& report_path, const std::optional<std::string>& pub
   std::cout << "verified: " << report_path << ": adapter " << verified.adapter.name << ", verdict "
             << to_string(verified.judgement.verdict.overall) << ", spec " << verified.kit.spec_version << ", "
             << verified.tests.size() << " tests" << (trusted ? ", signed by the given key" : ", digest only") << '\n';
+  return kExitConformant;
+}
+
+int render(const std::string& report_path, const std::string& format, const std::optional<std::string>& output) {
+  if (output) {
+    if (auto problem = report::check_output_path(*output, "--output")) return usage_error(*problem);
+  }
+  auto read = report::read_report_file(report_path);
+  if (!read) return usage_error(read.error());
+  const std::string content = format == "html" ? report::render_html(*read) : report::render_markdown(*read);
+  if (auto error = write_output(output.value_or("-"), content)) return usage_error("--output: " + *error);
   return kExitConformant;
 }
 

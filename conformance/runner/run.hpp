@@ -47,6 +47,8 @@ struct RunOptions {
   double timeout_s = 60;
   bool quiet = false;
   std::optional<std::string> signing_key_path;  // --sign
+  std::optional<std::string> junit_path;        // --junit
+  std::optional<std::string> ctrf_path;         // --ctrf
   std::vector<std::string> command_line;
 };
 
@@ -66,6 +68,8 @@ struct ChildOptions {
                           const std::optional<std::string>& signing_key_path);
 // `ortmem-cts report verify FILE [--pubkey KEY]`: 0 verified, 1 not, 2 unreadable.
 [[nodiscard]] int verify(const std::string& report_path, const std::optional<std::string>& public_key_path);
+// `ortmem-cts report render REPORT --format md|html [--output FILE]`.
+[[nodiscard]] int render(const std::string& report_path, const std::string& format, const std::optional<std::string>& output);
 // `ortmem-cts report keygen --secret FILE --public FILE`.
 [[nodiscard]] int keygen(const std::string& secret_path, const std::string& public_path);
 

@@ -3,6 +3,7 @@
 #include <sodium.h>
 
 #include "ortmem/report/report_file.hpp"
+#include "ortmem/report/report_json.hpp"
 
 namespace ortmem::report {
 namespace {
@@ -29,7 +30,7 @@ bool from_hex(std::string_view text, std::array<unsigned char, N>& bytes) {
 std::string canonical(const nlohmann::json& document) {
   nlohmann::json content = document;
   content.erase("integrity");
-  return content.dump();  // nlohmann keeps object keys sorted: one text per content
+  return dump_json(content);  // nlohmann keeps object keys sorted: one text per content
 }
 
 std::string trimmed(std::string text) {

@@ -37,7 +37,7 @@ Expected<Journal, std::string> Journal::create(const std::string& report_path, c
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return fail("cannot create the journal '" + path + "': " + std::strerror(errno));
   nlohmann::json first = {{kMagic, kJournalVersion}, {"report_path", report_path}, {"report", to_json(header)}};
-  if (!write_line(fd, first.dump() + '\n')) {
+  if (!write_line(fd, dump_json(first) + '\n')) {
     const std::string reason = std::strerror(errno);
     ::close(fd);
     ::unlink(path.c_str());
@@ -53,7 +53,7 @@ Journal::~Journal() {
 }
 
 bool Journal::append(const TestResult& test) {
-  return fd_ >= 0 && write_line(fd_, nlohmann::json{{"test", to_json(test)}}.dump() + '\n');
+  return fd_ >= 0 && write_line(fd_, dump_json({{"test", to_json(test)}}) + '\n');
 }
 
 void Journal::remove() {

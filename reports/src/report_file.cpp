@@ -143,7 +143,7 @@ std::optional<std::string> write_report_file(const std::string& path, const Repo
 std::string sealed_report_text(const Report& report, const std::optional<SigningKey>& key) {
   nlohmann::json document = to_json(report);
   seal(document, key);
-  return document.dump(2) + '\n';
+  return dump_json(document, 2) + '\n';
 }
 
 Expected<Report, std::string> read_report_file(const std::string& path) {

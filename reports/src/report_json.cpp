@@ -186,6 +186,10 @@ Report read_report(const json& document) {
 
 }  // namespace
 
+std::string dump_json(const json& document, int indent) {
+  return document.dump(indent, ' ', /*ensure_ascii=*/false, json::error_handler_t::replace);
+}
+
 json to_json(const TestResult& test) {
   json failures = json::array();
   for (const Failure& failure : test.failures) {

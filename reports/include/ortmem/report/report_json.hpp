@@ -20,6 +20,11 @@ namespace ortmem::report {
 [[nodiscard]] nlohmann::json to_json(const Report& report);
 [[nodiscard]] Expected<Report, std::string> report_from_json(const nlohmann::json& document);
 
+// JSON text of any document the kit writes. Text that is not UTF-8 (a
+// crashed child's last output can end mid-character) becomes U+FFFD instead
+// of making the writer throw; `indent` < 0 gives one line.
+[[nodiscard]] std::string dump_json(const nlohmann::json& document, int indent = -1);
+
 // One test result alone, as the journal and the isolated runner's children pass it.
 [[nodiscard]] nlohmann::json to_json(const TestResult& test);
 [[nodiscard]] Expected<TestResult, std::string> test_result_from_json(const nlohmann::json& document);

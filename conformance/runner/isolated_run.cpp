@@ -168,7 +168,8 @@ class Scheduler {
       fail_all(child, report::TestStatus::kError, std::string("cannot create a pipe: ") + std::strerror(errno));
       return;
     }
-    std::vector<std::string> arguments = {"/proc/self/exe"};
+    // argv[0] is the name the user ran, so a child's reproduce commands name it too.
+    std::vector<std::string> arguments = {plan_.reproduce.program};
     arguments.insert(arguments.end(), plan_.child_arguments.begin(), plan_.child_arguments.end());
     arguments.push_back("--tests");
     arguments.push_back(join(child.group.tests, ':'));

@@ -5,8 +5,11 @@
 //                  [--seed N] [--report FILE|-] [--isolate group|test|none] [--jobs N]
 //                  [--timeout SECONDS] [--quiet]
 //                  [--sign SECRET_KEY] [--junit FILE|-] [--ctrf FILE|-]
+//                  [--expectations FILE] [--run-id ID]
 //   ortmem-cts report recover JOURNAL [--report FILE|-] [--sign SECRET_KEY]
 //   ortmem-cts report verify REPORT [--pubkey PUBLIC_KEY]
+//   ortmem-cts report merge SHARD... --report FILE|-
+//   ortmem-cts report diff BASE NEW
 //   ortmem-cts report render REPORT [--format md|html] [--output FILE]
 //   ortmem-cts report keygen --secret FILE --public FILE
 //   ortmem-cts --version
@@ -117,6 +120,11 @@ int main(int argc, char** argv) {
   auto* sign_option = run_command->add_option("--sign", signing_key, "sign the report with this Ed25519 secret key file");
   std::string junit_path;
   std::string ctrf_path;
+  std::string expectations_path;
+  std::string run_id;
+  auto* expectations_option =
+      run_command->add_option("--expectations", expectations_path, "JSON file of expected failures: they become waived");
+  auto* run_id_option = run_command->add_option("--run-id", run_id, "the run's id, the same for all its shards");
   auto* junit_option = run_command->add_option("--junit", junit_path, "also write the results as JUnit XML to FILE, or '-'");
   auto* ctrf_option = run_command->add_option("--ctrf", ctrf_path, "also write the results as CTRF JSON to FILE, or '-'");
 
@@ -135,6 +143,16 @@ int main(int argc, char** argv) {
   std::string public_key;
   verify_command->add_option("report", verified_path, "the report file")->required();
   auto* pubkey_option = verify_command->add_option("--pubkey", public_key, "require a signature by this public key file");
+  auto* merge_command = report_command->add_subcommand("merge", "combine the reports of one run's shards");
+  std::vector<std::string> shard_paths;
+  std::string merged_path;
+  merge_command->add_option("shards", shard_paths, "the shards' reports")->required();
+  merge_command->add_option("--report", merged_path, "where to write the merged report, or '-'")->required();
+  auto* diff_command = report_command->add_subcommand("diff", "list regressions and fixes between two reports");
+  std::string base_path;
+  std::string next_path;
+  diff_command->add_option("base", base_path, "the earlier report")->required();
+  diff_command->add_option("new", next_path, "the later report")->required();
   auto* render_command = report_command->add_subcommand("render", "render a report for people (Markdown or HTML)");
   std::string rendered_path;
   std::string render_format = "md";
@@ -176,9 +194,13 @@ int main(int argc, char** argv) {
   }
   if (verify_command->parsed()) return verify(verified_path, given(pubkey_option, public_key));
   if (keygen_command->parsed()) return keygen(secret_path, public_path);
+  if (merge_command->parsed()) return merge(shard_paths, merged_path);
+  if (diff_command->parsed()) return diff(base_path, next_path);
   if (render_command->parsed()) return render(rendered_path, render_format, given(render_output_option, render_output));
   options.junit_path = given(junit_option, junit_path);
   options.ctrf_path = given(ctrf_option, ctrf_path);
+  options.expectations_path = given(expectations_option, expectations_path);
+  options.run_id = given(run_id_option, run_id);
   options.signing_key_path = given(sign_option, signing_key);
   if (seed_option->count() > 0) {
     options.seed = parse_seed(seed);

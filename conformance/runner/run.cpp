@@ -24,9 +24,11 @@
 #include "isolated_run.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/cts/spec_catalog.hpp"
+#include "ortmem/report/expectations.hpp"
 #include "ortmem/report/formats.hpp"
 #include "ortmem/report/integrity.hpp"
 #include "ortmem/report/journal.hpp"
+#include "ortmem/report/merge.hpp"
 #include "ortmem/report/report_file.hpp"
 #include "ortmem/report/report_json.hpp"
 #include "ortmem/report/verify.hpp"
@@ -122,6 +124,12 @@ void print_summary(const report::Report& result, std::ostream& out) {
     out << "  FAIL " << requirement.requirement.id << " (" << requirement.requirement.title << ") " << first_failure
         << '\n';
   }
+  for (const auto& waiver : result.waivers) {
+    if (waiver.state == "applied") continue;
+    out << "  expectation " << (waiver.requirement.empty() ? waiver.test : waiver.requirement) << " is " << waiver.state
+        << (waiver.state == "stale" ? ": it names no test of this run" : waiver.state == "unexpected-pass" ? ": remove it" : "")
+        << " (" << waiver.reason << ")\n";
+  }
   for (const auto& test : result.tests) {
     if (report::is_failure(test.status) && test.reproduce) {
       out << "  reproduce " << test.id << " (" << to_string(test.status) << "): " << *test.reproduce << '\n';
@@ -198,6 +206,7 @@ struct RunContext {
   Clock::time_point started;
   RunRecorder* recorder = nullptr;
   std::optional<report::SigningKey> signing_key;
+  std::vector<report::Expectation> expectations;
   // Hashing the runner takes as long as certifying a host adapter, so it runs beside the tests.
   std::shared_future<std::string> binary_sha256;
 };
@@ -235,6 +244,7 @@ int finish(const RunContext& context, std::vector<report::TestResult> tests, con
   result.run.scope.incomplete = !interruption.empty();
   result.run.interruption = interruption;
   result.kit.binary_sha256 = context.binary_sha256.get();
+  report::apply_expectations(context.expectations, result);
   report::judge_report(spec_catalog().requirements, result);
 
   std::ostream& out = report_to_stdout(options) ? std::cerr : std::cout;
@@ -318,7 +328,8 @@ int run_isolated_mode(RunContext& context, const std::vector<std::string>& tests
 
 int exit_code_for(report::ProfileResult overall) {
   switch (overall) {
-    case report::ProfileResult::kConformant: return kExitConformant;
+    case report::ProfileResult::kConformant:
+    case report::ProfileResult::kWaived: return kExitConformant;
     case report::ProfileResult::kNotConformant: return kExitNotConformant;
     case report::ProfileResult::kPartial:
     case report::ProfileResult::kNotRun:
@@ -359,6 +370,15 @@ int run(const RunOptions& options) {
   }
   std::optional<report::SigningKey> signing_key;
   if (auto problem = load_signing_key(options.signing_key_path, signing_key)) return usage_error(*problem);
+  std::vector<report::Expectation> expectations;
+  if (options.expectations_path) {
+    auto text = report::read_regular_file(*options.expectations_path);
+    if (!text) return usage_error("--expectations: " + text.error());
+    auto parsed = report::parse_expectations(*text, *options.expectations_path);
+    if (!parsed) return usage_error("--expectations: " + parsed.error());
+    expectations = std::move(*parsed);
+  }
+  if (options.run_id && options.run_id->empty()) return usage_error("--run-id needs a non-empty id");
   auto settings = take_inherited_settings(options.seed, options.shard, std::random_device{}() | 1u);
   if (!settings) return usage_error(settings.error());
   for (const std::string& note : settings->notes) std::cerr << "ortmem-cts: " << note << '\n';
@@ -377,6 +397,7 @@ int run(const RunOptions& options) {
 
   RunContext context{options, {}, Clock::now()};
   context.signing_key = signing_key;
+  context.expectations = std::move(expectations);
   context.binary_sha256 = std::async(std::launch::async, [] {
                             auto digest = report::sha256_of_file("/proc/self/exe");
                             return digest ? *digest : std::string("unknown: ") + digest.error();
@@ -385,8 +406,8 @@ int run(const RunOptions& options) {
   header.kit = kit_section();
   header.adapter = adapter_section(adapter->info());
   header.environment = describe_environment();
-  header.run.id = std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-" +
-                  std::to_string(::getpid());
+  header.run.id = options.run_id.value_or(
+      std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-" + std::to_string(::getpid()));
   header.run.start = header.run.end = iso_now();
   header.run.seed = settings->seed;
   header.run.filter = options.filter;
@@ -397,6 +418,7 @@ int run(const RunOptions& options) {
   header.run.timeout_s = options.timeout_s;
   header.run.command_line = join(options.command_line, " ");
   header.run.scope.subset = selection.subset;
+  header.run.scope.filtered = selection.filtered;
 
   std::optional<report::Journal> journal;
   if (options.report_path && !report_to_stdout(options)) {
@@ -485,6 +507,42 @@ int verify(const std::string& report_path, const std::optional<std::string>& pub
             << to_string(verified.judgement.verdict.overall) << ", spec " << verified.kit.spec_version << ", "
             << verified.tests.size() << " tests" << (trusted ? ", signed by the given key" : ", digest only") << '\n';
   return kExitConformant;
+}
+
+int merge(const std::vector<std::string>& shard_paths, const std::string& report_path) {
+  if (auto problem = report::check_output_path(report_path, "--report")) return usage_error(*problem);
+  std::vector<report::Report> shards;
+  for (const auto& path : shard_paths) {
+    auto shard = report::read_report_file(path);
+    if (!shard) return usage_error(shard.error());
+    shards.push_back(std::move(*shard));
+  }
+  auto merged = report::merge_shards(std::move(shards), spec_catalog().requirements);
+  if (!merged) return usage_error(merged.error());
+  std::ostream& out = report_path == "-" ? std::cerr : std::cout;
+  print_summary(*merged, out);
+  if (auto error = write_output(report_path, report::sealed_report_text(*merged))) return usage_error(*error);
+  if (report_path != "-") out << "report: " << report_path << '\n';
+  return exit_code_for(merged->judgement.verdict.overall);
+}
+
+int diff(const std::string& base_path, const std::string& next_path) {
+  auto base = report::read_report_file(base_path);
+  if (!base) return usage_error(base.error());
+  auto next = report::read_report_file(next_path);
+  if (!next) return usage_error(next.error());
+  if (base->adapter.name != next->adapter.name) {
+    return usage_error("the reports are of different adapters ('" + base->adapter.name + "' and '" + next->adapter.name +
+                       "'): diff compares two runs of one adapter");
+  }
+  const report::ReportDiff changes = report::diff_reports(*base, *next);
+  for (const auto& [title, lines] : {std::pair{"regression", &changes.regressions}, std::pair{"fix", &changes.fixes},
+                                     std::pair{"new", &changes.new_tests}, std::pair{"removed", &changes.removed_tests}}) {
+    for (const auto& line : *lines) std::cout << title << ": " << line << '\n';
+  }
+  std::cout << changes.regressions.size() << " regressions, " << changes.fixes.size() << " fixes, "
+            << changes.new_tests.size() << " new tests, " << changes.removed_tests.size() << " removed tests\n";
+  return changes.regressed() ? kExitNotConformant : kExitConformant;
 }
 
 int render(const std::string& report_path, const std::string& format, const std::optional<std::string>& output) {

@@ -49,6 +49,8 @@ struct RunOptions {
   std::optional<std::string> signing_key_path;  // --sign
   std::optional<std::string> junit_path;        // --junit
   std::optional<std::string> ctrf_path;         // --ctrf
+  std::optional<std::string> expectations_path; // --expectations
+  std::optional<std::string> run_id;            // --run-id, shared by a run's shards
   std::vector<std::string> command_line;
 };
 
@@ -68,6 +70,10 @@ struct ChildOptions {
                           const std::optional<std::string>& signing_key_path);
 // `ortmem-cts report verify FILE [--pubkey KEY]`: 0 verified, 1 not, 2 unreadable.
 [[nodiscard]] int verify(const std::string& report_path, const std::optional<std::string>& public_key_path);
+// `ortmem-cts report merge SHARD... --report FILE`: the exit status of the merged verdict.
+[[nodiscard]] int merge(const std::vector<std::string>& shard_paths, const std::string& report_path);
+// `ortmem-cts report diff BASE NEW`: 0 no regression, 1 regressions, 2 unreadable.
+[[nodiscard]] int diff(const std::string& base_path, const std::string& next_path);
 // `ortmem-cts report render REPORT --format md|html [--output FILE]`.
 [[nodiscard]] int render(const std::string& report_path, const std::string& format, const std::optional<std::string>& output);
 // `ortmem-cts report keygen --secret FILE --public FILE`.

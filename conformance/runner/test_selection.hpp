@@ -2,10 +2,7 @@
 //
 // Both run modes execute exactly this list (in-process as an exact-name
 // filter, isolated as the children's lists), so a filter can never mean two
-// things. The filter has GoogleTest's syntax and meaning: POSITIVE[-NEGATIVE],
-// each a ':'-separated list of globs with '*' and '?' over "Suite.Name"; an
-// empty positive part means '*'. Matching is linear in the name for each
-// glob (no backtracking blow-up).
+// things. The filter has GoogleTest's syntax and meaning (glob.hpp).
 #pragma once
 
 #include <optional>
@@ -13,10 +10,12 @@
 #include <string_view>
 #include <vector>
 
+#include "ortmem/report/glob.hpp"
+
 namespace ortmem::cts {
 
-[[nodiscard]] bool glob_matches(std::string_view pattern, std::string_view text);
-[[nodiscard]] bool filter_selects(std::string_view filter, std::string_view id);
+using report::filter_selects;
+using report::glob_matches;
 
 struct Shard {
   int index = 0;  // 0-based, as GTEST_SHARD_INDEX
@@ -34,6 +33,7 @@ struct SelectionRequest {
 struct Selection {
   std::vector<std::string> tests;  // in registration order
   bool subset = false;             // a filter, profile or shard left tests out
+  bool filtered = false;           // the filter or profile alone did
 };
 
 // Every registered test, in registration order ("Adapters/Suite.Name/param").

@@ -21,8 +21,8 @@ constexpr RequirementStatus kRequirementStatuses[] = {RequirementStatus::kPass, 
                                                       RequirementStatus::kNotApplicable, RequirementStatus::kNotRun,
                                                       RequirementStatus::kWaived};
 constexpr ProfileResult kProfileResults[] = {ProfileResult::kConformant, ProfileResult::kNotConformant,
-                                             ProfileResult::kPartial, ProfileResult::kNotRun,
-                                             ProfileResult::kIncomplete};
+                                             ProfileResult::kPartial,    ProfileResult::kNotRun,
+                                             ProfileResult::kIncomplete, ProfileResult::kWaived};
 
 RequirementStatus requirement_status(const std::vector<const TestResult*>& tests) {
   bool any_pass = false;
@@ -46,11 +46,14 @@ ProfileVerdict judge_profile(const std::string& profile, bool declared, const st
   bool must_not_run = false;
   bool anything_ran = false;
   bool should_failed = false;
+  bool must_waived = false;
   for (const RequirementResult& result : results) {
     if (result.requirement.profile != profile) continue;
     ++verdict.counts[to_string(result.status)];
     const bool must = result.requirement.level == "MUST";
-    anything_ran |= result.status == RequirementStatus::kPass || result.status == RequirementStatus::kFail;
+    anything_ran |= result.status == RequirementStatus::kPass || result.status == RequirementStatus::kFail ||
+                    result.status == RequirementStatus::kWaived;
+    must_waived |= must && result.status == RequirementStatus::kWaived;
     if (result.status == RequirementStatus::kFail) (must ? must_failed : should_failed) = true;
     const bool skipped_while_declared =
         declared && result.status == RequirementStatus::kNotApplicable && !result.requirement.justified;
@@ -64,6 +67,9 @@ ProfileVerdict judge_profile(const std::string& profile, bool declared, const st
   } else if (must_not_run) {
     verdict.result = ProfileResult::kPartial;
     verdict.note = "some MUST requirements did not run";
+  } else if (must_waived) {
+    verdict.result = ProfileResult::kWaived;
+    verdict.note = "MUST requirements failed as expectations list";
   } else {
     verdict.result = ProfileResult::kConformant;
   }
@@ -105,6 +111,7 @@ std::string to_string(ProfileResult result) {
     case ProfileResult::kPartial: return "partial";
     case ProfileResult::kNotRun: return "not-run";
     case ProfileResult::kIncomplete: return "incomplete";
+    case ProfileResult::kWaived: return "waived";
   }
   return "not-run";
 }
@@ -162,13 +169,16 @@ Judgement judge(const std::vector<SpecRequirement>& spec, const std::vector<Test
 
   bool any_not_conformant = false;
   bool every_declared_conformant = true;
+  bool any_waived = false;
   bool anything_ran = false;
   for (const std::string& profile : all_profiles()) {
     ProfileVerdict verdict =
         judge_profile(profile, profile == "core" || declared.contains(profile), judgement.requirements);
     any_not_conformant |= verdict.result == ProfileResult::kNotConformant;
     anything_ran |= verdict.result != ProfileResult::kNotRun;
-    if (verdict.declared && verdict.result != ProfileResult::kConformant) every_declared_conformant = false;
+    any_waived |= verdict.result == ProfileResult::kWaived;
+    const bool passes = verdict.result == ProfileResult::kConformant || verdict.result == ProfileResult::kWaived;
+    if (verdict.declared && !passes) every_declared_conformant = false;
     judgement.verdict.profiles.push_back(std::move(verdict));
   }
   // A failure the report cannot charge to any requirement still fails the run.
@@ -181,7 +191,7 @@ Judgement judge(const std::vector<SpecRequirement>& spec, const std::vector<Test
   } else if (scope.incomplete) {
     overall = ProfileResult::kIncomplete;
   } else if (every_declared_conformant && !scope.subset) {
-    overall = ProfileResult::kConformant;
+    overall = any_waived ? ProfileResult::kWaived : ProfileResult::kConformant;
   } else if (!anything_ran) {
     overall = ProfileResult::kNotRun;
   } else {

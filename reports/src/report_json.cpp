@@ -101,6 +101,10 @@ TestResult read_test(const json& object, const std::string& path) {
   test.skip_reason = fields.optional_string("skip_reason");
   if (fields.has("seed")) test.seed = fields.unsigned_integer("seed");
   if (fields.has("reproduce")) test.reproduce = fields.string("reproduce");
+  if (fields.has("actual_status")) {
+    test.actual_status = fields.status<TestStatus>("actual_status", test_status_named, "a test status");
+    test.waiver_reason = fields.string("waiver_reason");
+  }
   return test;
 }
 
@@ -147,7 +151,9 @@ Report read_report(const json& document) {
   section.command_line = run.string("command_line");
   if (run.has("scope")) {
     const Fields scope(run.at("scope"), "run.scope");
-    section.scope = {scope.boolean("subset"), scope.boolean("incomplete")};
+    section.scope.subset = scope.boolean("subset");
+    section.scope.incomplete = scope.boolean("incomplete");
+    section.scope.filtered = scope.has("filtered") ? scope.boolean("filtered") : section.scope.subset;
   }
   section.interruption = run.optional_string("interruption");
 
@@ -180,7 +186,13 @@ Report read_report(const json& document) {
   }
   const json& tests = root.array("tests");
   for (std::size_t i = 0; i < tests.size(); ++i) report.tests.push_back(read_test(tests[i], indexed("tests", i)));
-  (void)root.array("waivers");
+  const json& waivers = root.array("waivers");
+  for (std::size_t i = 0; i < waivers.size(); ++i) {
+    const Fields waiver(waivers[i], indexed("waivers", i));
+    report.waivers.push_back({waiver.string("test"), waiver.string("requirement"), waiver.string("adapter"),
+                              waiver.string("expected"), waiver.string("reason"), waiver.optional_string("url"),
+                              waiver.string("state"), waiver.strings("tests")});
+  }
   return report;
 }
 
@@ -203,6 +215,10 @@ json to_json(const TestResult& test) {
   if (!test.skip_reason.empty()) entry["skip_reason"] = test.skip_reason;
   if (test.seed) entry["seed"] = *test.seed;
   if (test.reproduce) entry["reproduce"] = *test.reproduce;
+  if (test.actual_status) {
+    entry["actual_status"] = to_string(*test.actual_status);
+    entry["waiver_reason"] = test.waiver_reason;
+  }
   return entry;
 }
 
@@ -237,6 +253,17 @@ json to_json(const Report& report) {
     if (!verdict.note.empty()) profile["note"] = verdict.note;
     profiles.push_back(std::move(profile));
   }
+  json waivers = json::array();
+  for (const Waiver& waiver : report.waivers) {
+    waivers.push_back({{"test", waiver.test},
+                       {"requirement", waiver.requirement},
+                       {"adapter", waiver.adapter},
+                       {"expected", waiver.expected},
+                       {"reason", waiver.reason},
+                       {"url", waiver.url},
+                       {"state", waiver.state},
+                       {"tests", waiver.tests}});
+  }
   const RunSection& run = report.run;
   json run_json = {{"id", run.id},
                    {"start", run.start},
@@ -249,7 +276,8 @@ json to_json(const Report& report) {
                    {"jobs", run.jobs},
                    {"timeout_s", run.timeout_s},
                    {"command_line", run.command_line},
-                   {"scope", {{"subset", run.scope.subset}, {"incomplete", run.scope.incomplete}}}};
+                   {"scope",
+                    {{"subset", run.scope.subset}, {"filtered", run.scope.filtered}, {"incomplete", run.scope.incomplete}}}};
   if (!run.shard.empty()) run_json["shard"] = run.shard;
   if (!run.interruption.empty()) run_json["interruption"] = run.interruption;
   const EnvironmentSection& environment = report.environment;
@@ -279,7 +307,7 @@ json to_json(const Report& report) {
           {"verdict", {{"overall", to_string(report.judgement.verdict.overall)}, {"profiles", std::move(profiles)}}},
           {"requirements", std::move(requirements)},
           {"tests", std::move(tests)},
-          {"waivers", json::array()}};
+          {"waivers", std::move(waivers)}};
 }
 
 Expected<Report, std::string> report_from_json(const json& document) {

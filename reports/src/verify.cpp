@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "ortmem/report/expectations.hpp"
 #include "ortmem/report/integrity.hpp"
 #include "ortmem/report/report_json.hpp"
 
@@ -78,6 +79,35 @@ void check_against_spec(const Report& report, const std::vector<SpecRequirement>
   }
 }
 
+// The waivers must be what the report's own expectations make of its real
+// results: re-applied to the unwaived tests, they give the same tests and states.
+void check_waivers(const Report& report, std::vector<std::string>& problems) {
+  Report replay = report;
+  replay.waivers.clear();
+  std::vector<Expectation> expectations;
+  for (const Waiver& waiver : report.waivers) {
+    expectations.push_back({waiver.test, waiver.requirement, waiver.adapter, waiver.expected, waiver.reason, waiver.url});
+  }
+  for (TestResult& test : replay.tests) {
+    if (test.actual_status) test.status = *test.actual_status;
+    test.actual_status.reset();
+    test.waiver_reason.clear();
+  }
+  apply_expectations(expectations, replay);
+  for (std::size_t i = 0; i < report.tests.size(); ++i) {
+    if (report.tests[i].status != replay.tests[i].status) {
+      problems.push_back("test " + report.tests[i].id + " is " + to_string(report.tests[i].status) + ", but its waivers make it " +
+                         to_string(replay.tests[i].status));
+    }
+  }
+  for (std::size_t i = 0; i < report.waivers.size(); ++i) {
+    if (report.waivers[i].state != replay.waivers[i].state || report.waivers[i].tests != replay.waivers[i].tests) {
+      problems.push_back("waivers[" + std::to_string(i) + "] says " + report.waivers[i].state + ", but the tests make it " +
+                         replay.waivers[i].state);
+    }
+  }
+}
+
 }  // namespace
 
 Verification verify_report(const nlohmann::json& document, const std::vector<SpecRequirement>& spec,
@@ -103,6 +133,7 @@ Verification verify_report(const nlohmann::json& document, const std::vector<Spe
     return verification;
   }
   check_against_spec(report, spec, problems);
+  check_waivers(report, problems);
   // The judgement must follow from the tests, with the spec's own levels and
   // justifications, not with what the report claims about them.
   compare_judgements(report.judgement,

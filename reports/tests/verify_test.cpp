@@ -126,6 +126,15 @@ TEST(Verify, AReportOfAnotherSpecIsRefusedNotGuessedAt) {
   EXPECT_TRUE(mentions(verification, "verify it with a kit of spec 2.0.0")) << problems_of(verification);
 }
 
+TEST(Verify, AFailureWaivedWithoutAnExpectationIsCaught) {
+  auto document = failing_report_document();
+  document["tests"][0]["status"] = "waived";
+  document["tests"][0]["actual_status"] = "fail";
+  document["tests"][0]["waiver_reason"] = "trust me";
+  const auto verification = verify_report(resealed(document), kSpec, kSpecVersion, std::nullopt);
+  EXPECT_TRUE(mentions(verification, "is waived, but its waivers make it fail")) << problems_of(verification);
+}
+
 TEST(Verify, AReportWithoutItsSealIsRefused) {
   auto document = failing_report_document();
   document.erase("integrity");

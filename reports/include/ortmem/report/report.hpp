@@ -11,7 +11,8 @@
 //     capability) or it has none and the spec justifies why it cannot be
 //     violated observably; otherwise not-run.
 //   - a profile is not-conformant when a MUST requirement failed; partial when
-//     a MUST requirement did not run; not-run when nothing ran; else
+//     a MUST requirement did not run; not-run when nothing ran; waived when a
+//     MUST requirement failed only in tests an expectation waived; else
 //     conformant. A failing SHOULD is reported but does not fail a profile.
 //   - overall, in this order: not-conformant when any profile is, or a test
 //     that names no requirement failed (a failure is a finding whether or not
@@ -37,7 +38,8 @@ inline constexpr const char* kSchemaVersion = "1.1.0";
 enum class TestStatus { kPass, kFail, kNotApplicable, kSkipped, kCrash, kTimeout, kWaived, kError };
 enum class RequirementStatus { kPass, kFail, kNotApplicable, kNotRun, kWaived };
 // kIncomplete is an overall result only: the run stopped before it finished.
-enum class ProfileResult { kConformant, kNotConformant, kPartial, kNotRun, kIncomplete };
+// kWaived: conformant but for failures that expectations list (expectations.hpp).
+enum class ProfileResult { kConformant, kNotConformant, kPartial, kNotRun, kIncomplete, kWaived };
 
 // Every profile, in report order: core, pins, deferred, virtual, shared.
 [[nodiscard]] const std::vector<std::string>& all_profiles();
@@ -73,6 +75,22 @@ struct TestResult {
   // exactly this test again (every failing test).
   std::optional<std::uint64_t> seed;
   std::optional<std::string> reproduce;
+  // A waived test: what really happened, and why it was expected.
+  std::optional<TestStatus> actual_status;
+  std::string waiver_reason;
+};
+
+// One expectation as the report records it, with what it did in this run.
+struct Waiver {
+  std::string test;         // glob over test ids
+  std::string requirement;  // a requirement id, or empty
+  std::string adapter;      // glob over adapter names
+  std::string expected;     // fail, crash, timeout, error or failure (any of them)
+  std::string reason;
+  std::string url;
+  // applied, unexpected-pass, other-outcome or stale (expectations.hpp).
+  std::string state;
+  std::vector<std::string> tests;  // the tests it matched
 };
 
 // One requirement of the spec, as the report needs it.
@@ -113,6 +131,9 @@ struct Judgement {
 struct Scope {
   // Not every test ran by design: a filter, a profile selection or a shard.
   bool subset = false;
+  // The filter or profile selection alone left tests out (a merge of every
+  // shard is complete exactly when no shard was filtered).
+  bool filtered = false;
   // The run stopped before it finished (interrupted, or recovered from its journal).
   bool incomplete = false;
 };
@@ -172,6 +193,7 @@ struct Report {
   EnvironmentSection environment;
   RunSection run;
   std::vector<TestResult> tests;
+  std::vector<Waiver> waivers;
   Judgement judgement;
 };
 

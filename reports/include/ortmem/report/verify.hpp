@@ -12,6 +12,8 @@
 //     policy is in spec/README.md);
 //   - it lists every requirement of that spec once, with the spec's level and
 //     profile, names only tests it holds, and holds no test twice;
+//   - its waivers are what its expectations make of the real results (each
+//     waived test keeps its real status; re-applying gives the same);
 //   - the judgement recomputed from its tests (judge(), with the profiles its
 //     adapter declares and its run's scope) is the judgement it states, for
 //     every requirement, every profile and the overall verdict.

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "adapters/host/host_adapter.hpp"
@@ -453,6 +454,43 @@ class HangsOnAllocate final : public MutantAllocator {
   }
 };
 
+// A runaway: asked for 1 MiB or more, it takes memory until none is left,
+// then aborts. The runner's memory limit makes that cost one test.
+class RunsAwayOnAllocate final : public MutantAllocator {
+ public:
+  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
+    if (bytes >= (1U << 20)) {
+      constexpr std::size_t kChunk = std::size_t{64} << 20;
+      for (;;) {
+        auto* chunk = static_cast<unsigned char*>(std::malloc(kChunk));
+        if (chunk == nullptr) std::abort();
+        for (std::size_t i = 0; i < kChunk; i += 4096) chunk[i] = 1;  // really use it
+      }
+    }
+    return reference_.allocate(bytes, align);
+  }
+};
+
+// Every other allocator this process makes returns misaligned addresses: a
+// test run twice in one process passes once and fails once, as a race does.
+class MisalignsEveryOtherInstance final : public MutantAllocator {
+ public:
+  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
+    auto ptr = reference_.allocate(bytes + 1, align);
+    if (!ptr || !bad_ || align == 1) return ptr;
+    return static_cast<void*>(static_cast<unsigned char*>(*ptr) + 1);
+  }
+  AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
+    void* original = !bad_ || align == 1 ? ptr : static_cast<void*>(static_cast<unsigned char*>(ptr) - 1);
+    auto outcome = reference_.release(original, bytes + 1, align);
+    return outcome.is_complete() ? AllocationReleaseOutcome::complete(ReleaseAccounting::eager(bytes)) : outcome;
+  }
+
+ private:
+  static inline std::atomic<int> instances_{0};
+  const bool bad_ = instances_.fetch_add(1) % 2 == 1;
+};
+
 template <class Queue>
 class QueueMutant final : public HostAdapter {
  public:
@@ -502,6 +540,8 @@ void register_mutant_adapters() {
   add<QueueMutant<OverCapacity>>("mutant:over-capacity");
   add<AllocatorMutant<SegfaultsOnAllocate>>("double:segfaults-on-allocate");
   add<AllocatorMutant<HangsOnAllocate>>("double:hangs-on-allocate");
+  add<AllocatorMutant<RunsAwayOnAllocate>>("double:runs-away-on-allocate");
+  add<AllocatorMutant<MisalignsEveryOtherInstance>>("double:misaligns-every-other-instance");
 }
 
 }  // namespace ortmem::adapters::mutants

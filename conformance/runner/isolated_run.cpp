@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -140,6 +141,7 @@ class Scheduler {
         }
       }
       reap(/*block=*/false);
+      sink_.heartbeat();
     }
     IsolatedOutcome outcome;
     outcome.interrupted_by = signals.received();
@@ -260,6 +262,7 @@ class Scheduler {
       child.running = started->id;
       child.running_since = now;
       child.deadline = now + timeout_;
+      sink_.test_started(started->id);
       return;
     }
     auto& result = std::get<report::TestResult>(*event);
@@ -368,10 +371,32 @@ IsolatedOutcome run_isolated(const IsolatedPlan& plan, ResultSink& sink,
   return Scheduler(plan, sink, group_done).run();
 }
 
-void bind_child_to_parent(long parent_pid) {
+void prepare_child(long parent_pid, long memory_limit_mib) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   // The parent may have died before the line above: then no signal will come.
   if (::getppid() != static_cast<pid_t>(parent_pid)) std::_Exit(2);
+  const rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    files.rlim_cur = std::min<rlim_t>(files.rlim_max, 4096);
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  if (memory_limit_mib > 0) {
+    const rlim_t bytes = static_cast<rlim_t>(memory_limit_mib) << 20;
+    const rlimit memory{bytes, bytes};
+    ::setrlimit(RLIMIT_AS, &memory);
+  }
+#else
+  (void)memory_limit_mib;
+#endif
+}
+
+long default_memory_limit_mib() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<long>((static_cast<long double>(pages) * page) / 2 / (1 << 20)) : 0;
 }
 
 }  // namespace ortmem::cts

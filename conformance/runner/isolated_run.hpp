@@ -39,9 +39,14 @@ struct IsolatedOutcome {
 [[nodiscard]] IsolatedOutcome run_isolated(const IsolatedPlan& plan, ResultSink& sink,
                                            const std::function<void(const std::string& group)>& group_done);
 
-// Test children started with `--parent PID` call this first: the kernel
-// kills the child when the parent dies, and a child whose parent is already
-// gone exits at once.
-void bind_child_to_parent(long parent_pid);
+// Test children call this first. The kernel kills the child when the parent
+// dies, and a child whose parent is already gone exits at once. Limits keep
+// a runaway adapter to one test: no core dumps, at most 4096 open files, and
+// `memory_limit_mib` MiB of address space (0: none; never under a sanitizer,
+// whose shadow memory needs terabytes of it).
+void prepare_child(long parent_pid, long memory_limit_mib);
+
+// Half the machine's memory, in MiB: the default --memory-limit.
+[[nodiscard]] long default_memory_limit_mib();
 
 }  // namespace ortmem::cts

@@ -27,6 +27,9 @@
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/cts/spec_catalog.hpp"
 #include "inherited_settings.hpp"
+#include "isolated_run.hpp"
+#include "ortmem/report/report_json.hpp"
+#include "result_collector.hpp"
 #include "run.hpp"
 #include "test_selection.hpp"
 
@@ -66,14 +69,28 @@ int list_requirements() {
   return kExitConformant;
 }
 
-int list_tests(const std::string& adapter, char* program) {
+int list_tests(const std::string& adapter, const std::string& format, char* program) {
   if (!make_adapter(adapter)) return usage_error("unknown adapter '" + adapter + "'");
   select_adapters({adapter});
-  std::string flag = "--gtest_list_tests";
-  int argc = 2;
-  char* argv[] = {program, flag.data(), nullptr};
+  int argc = 1;
+  char* argv[] = {program, nullptr};
   ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
+  if (format == "json") {
+    // For tools: every test with the requirement ids its source names.
+    nlohmann::json tests = nlohmann::json::array();
+    for (const std::string& id : registered_tests()) {
+      tests.push_back({{"id", id}, {"suite", std::string(suite_of(id))}, {"requirements", static_requirements(id)}});
+    }
+    std::cout << report::dump_json({{"adapter", adapter}, {"tests", tests}}, 2) << '\n';
+    return kExitConformant;
+  }
+  for (const std::string& id : registered_tests()) {
+    const auto requirements = static_requirements(id);
+    std::string names;
+    for (const auto& requirement : requirements) names += " " + requirement;
+    std::cout << id << (names.empty() ? "" : "  #" + names) << '\n';
+  }
+  return kExitConformant;
 }
 
 }  // namespace
@@ -95,6 +112,8 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"adapters", "requirements", "tests"}));
   list->add_option("--adapter", list_adapter, "adapter whose tests to list (default host)");
+  std::string list_format = "text";
+  list->add_option("--format", list_format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
 
   RunOptions options;
   options.command_line.assign(argv, argv + argc);
@@ -115,6 +134,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "group", "test"}));
   run_command->add_option("--jobs", options.jobs, "test processes at a time (default: the number of cores)");
   run_command->add_option("--timeout", options.timeout_s, "seconds one test may take (default 60)");
+  run_command->add_option("--repeat", options.repeat, "run every test N times; mixed outcomes are reported flaky");
+  options.memory_limit_mib = default_memory_limit_mib();
+  run_command->add_option("--memory-limit", options.memory_limit_mib,
+                          "MiB of address space per test process, 0 for none (default: half the memory)");
   run_command->add_flag("--quiet", options.quiet, "no progress on stderr");
   std::string signing_key;
   auto* sign_option = run_command->add_option("--sign", signing_key, "sign the report with this Ed25519 secret key file");
@@ -173,6 +196,7 @@ int main(int argc, char** argv) {
   child->add_option("--seed", child_options.seed)->required();
   child->add_option("--tests", child_options.tests)->required();
   child->add_option("--parent", child_options.parent)->required();
+  child->add_option("--memory-limit", child_options.memory_limit_mib);
 
   try {
     app.parse(argc, argv);
@@ -184,7 +208,7 @@ int main(int argc, char** argv) {
   if (list->parsed()) {
     if (what == "adapters") return list_adapters();
     if (what == "requirements") return list_requirements();
-    return list_tests(list_adapter, argv[0]);
+    return list_tests(list_adapter, list_format, argv[0]);
   }
   const auto given = [](CLI::Option* option, const std::string& value) {
     return option->count() > 0 ? std::optional(value) : std::nullopt;

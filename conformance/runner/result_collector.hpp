@@ -30,6 +30,8 @@ class ResultSink {
   virtual ~ResultSink() = default;
   virtual void test_started(const std::string& id) = 0;
   virtual void test_finished(const report::TestResult& result) = 0;
+  // Called now and then while tests run, from the scheduler or watchdog.
+  virtual void heartbeat() {}
 };
 
 // How a test is run again: the program, adapter and seed, plus its id.

@@ -33,6 +33,7 @@
 #include "ortmem/report/report_json.hpp"
 #include "ortmem/report/verify.hpp"
 #include "result_collector.hpp"
+#include "run_recorder.hpp"
 
 #ifndef ORTMEM_KIT_VERSION
 #define ORTMEM_KIT_VERSION "unknown"
@@ -137,68 +138,6 @@ void print_summary(const report::Report& result, std::ostream& out) {
   }
 }
 
-// Journals every result and shows progress. Called from the test thread and,
-// once, from the in-process watchdog, hence the lock.
-class RunRecorder final : public ResultSink {
- public:
-  RunRecorder(std::optional<report::Journal> journal, std::size_t total, bool quiet)
-      : journal_(std::move(journal)), total_(total), quiet_(quiet), terminal_(isatty(STDERR_FILENO) != 0) {}
-
-  void test_started(const std::string& id) override {
-    const std::lock_guard lock(mutex_);
-    const std::string suite(suite_of(id));
-    // In one process the suites run one after another: a new one means the last is done.
-    if (!current_suite_.empty() && suite != current_suite_) announce_group(current_suite_);
-    current_suite_ = suite;
-  }
-
-  void test_finished(const report::TestResult& result) override {
-    const std::lock_guard lock(mutex_);
-    if (journal_ && !journal_->append(result) && !journal_failed_) {
-      journal_failed_ = true;
-      std::cerr << "ortmem-cts: warning: cannot append to the journal " << journal_->path()
-                << "; the report is still written at the end\n";
-    }
-    ++done_;
-    failed_ += report::is_failure(result.status) ? 1 : 0;
-    if (terminal_ && !quiet_) std::cerr << "\r" << done_ << "/" << total_ << " tests, " << failed_ << " failed" << std::flush;
-  }
-
-  void group_done(const std::string& group) {
-    const std::lock_guard lock(mutex_);
-    announce_group(group);
-  }
-
-  // Called once the report is written (or the run gave up).
-  void close(bool keep_journal) {
-    const std::lock_guard lock(mutex_);
-    if (!current_suite_.empty()) announce_group(current_suite_);
-    current_suite_.clear();
-    if (terminal_ && !quiet_ && done_ > 0) std::cerr << '\n';
-    if (journal_ && !keep_journal) journal_->remove();
-  }
-
- private:
-  void announce_group(const std::string& group) {
-    // A CI log is no terminal: one line per finished group instead of a counter.
-    if (terminal_ || quiet_) return;
-    const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
-    std::cerr << "ortmem-cts: [" << static_cast<int>(elapsed) << " s] " << group << " done: " << done_ << "/" << total_
-              << " tests, " << failed_ << " failed\n";
-  }
-
-  std::mutex mutex_;
-  std::optional<report::Journal> journal_;
-  const std::size_t total_;
-  const bool quiet_;
-  const bool terminal_;
-  const Clock::time_point started_ = Clock::now();
-  std::size_t done_ = 0;
-  std::size_t failed_ = 0;
-  bool journal_failed_ = false;
-  std::string current_suite_;
-};
-
 // Everything known before the first test runs.
 struct RunContext {
   const RunOptions& options;
@@ -238,7 +177,10 @@ std::optional<std::string> write_views(const RunOptions& options, const report::
 int finish(const RunContext& context, std::vector<report::TestResult> tests, const std::string& interruption) {
   const RunOptions& options = context.options;
   report::Report result = context.header;
-  result.tests = std::move(tests);
+  result.tests = report::combine_repeats(tests);
+  for (auto& test : result.tests) {
+    if (test.runs > 1 && test.reproduce) *test.reproduce += " --repeat " + std::to_string(test.runs);
+  }
   result.run.end = iso_now();
   result.run.duration_s = std::chrono::duration<double>(Clock::now() - context.started).count();
   result.run.scope.incomplete = !interruption.empty();
@@ -273,6 +215,7 @@ int finish(const RunContext& context, std::vector<report::TestResult> tests, con
 
 int run_in_process(RunContext& context, const std::vector<std::string>& tests, const ReproduceCommand& reproduce) {
   ::testing::GTEST_FLAG(filter) = join(tests, ":");
+  ::testing::GTEST_FLAG(repeat) = context.options.repeat;
   auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
   delete listeners.Release(listeners.default_result_printer());
   auto* collector = new ResultCollector(reproduce, context.recorder);
@@ -284,6 +227,7 @@ int run_in_process(RunContext& context, const std::vector<std::string>& tests, c
   std::thread watchdog([&] {
     while (!done.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      context.recorder->heartbeat();
       const auto running = collector->running();
       if (!running) continue;
       const double elapsed = std::chrono::duration<double>(Clock::now() - running->started).count();
@@ -303,7 +247,8 @@ int run_isolated_mode(RunContext& context, const std::vector<std::string>& tests
   const RunOptions& options = context.options;
   IsolatedPlan plan;
   plan.child_arguments = {"child", "--adapter", options.adapter, "--seed", std::to_string(context.header.run.seed),
-                          "--parent", std::to_string(::getpid())};
+                          "--parent", std::to_string(::getpid()), "--memory-limit",
+                          std::to_string(options.memory_limit_mib)};
   for (const std::string& id : tests) {
     const bool same_group = options.isolation == Isolation::kGroup && !plan.groups.empty() &&
                             suite_of(plan.groups.back().back()) == suite_of(id);
@@ -313,15 +258,23 @@ int run_isolated_mode(RunContext& context, const std::vector<std::string>& tests
   plan.timeout_s = options.timeout_s;
   plan.jobs = options.jobs;
   plan.reproduce = reproduce;
-  IsolatedOutcome outcome = run_isolated(plan, *context.recorder, [&](const std::string& group) {
-    context.recorder->group_done(group);
-  });
+  // --repeat runs the whole plan again, in fresh children: a race that shows
+  // once in N runs needs N independent chances, not N runs in one process.
+  std::vector<report::TestResult> results;
   std::string interruption;
-  if (outcome.interrupted_by != 0) {
-    interruption = std::string("interrupted by ") + sigabbrev_np(outcome.interrupted_by) + " after " +
-                   std::to_string(outcome.results.size()) + " of " + std::to_string(tests.size()) + " tests";
+  for (int round = 0; round < options.repeat && interruption.empty(); ++round) {
+    IsolatedOutcome outcome = run_isolated(plan, *context.recorder, [&](const std::string& group) {
+      context.recorder->group_done(group);
+    });
+    results.insert(results.end(), std::make_move_iterator(outcome.results.begin()),
+                   std::make_move_iterator(outcome.results.end()));
+    if (outcome.interrupted_by != 0) {
+      interruption = std::string("interrupted by ") + sigabbrev_np(outcome.interrupted_by) + " after " +
+                     std::to_string(results.size()) + " of " + std::to_string(tests.size() * options.repeat) +
+                     " test runs";
+    }
   }
-  return finish(context, std::move(outcome.results), interruption);
+  return finish(context, std::move(results), interruption);
 }
 
 }  // namespace
@@ -356,6 +309,7 @@ int run(const RunOptions& options) {
   }
   if (!(options.timeout_s > 0)) return usage_error("--timeout must be a positive number of seconds");
   if (options.jobs < 1) return usage_error("--jobs must be at least 1");
+  if (options.repeat < 1) return usage_error("--repeat must be at least 1");
   int to_stdout = 0;
   for (const auto& [path, option] : {std::pair{&options.report_path, "--report"}, std::pair{&options.junit_path, "--junit"},
                                      std::pair{&options.ctrf_path, "--ctrf"}}) {
@@ -434,7 +388,8 @@ int run(const RunOptions& options) {
     if (!created) return usage_error(created.error());
     journal.emplace(std::move(*created));
   }
-  RunRecorder recorder(std::move(journal), selection.tests.size(), options.quiet);
+  RunRecorder recorder(std::move(journal), selection.tests.size() * options.repeat, options.quiet,
+                      options.isolation == Isolation::kNone);
   context.recorder = &recorder;
   const ReproduceCommand reproduce{program, options.adapter, settings->seed};
   if (options.isolation == Isolation::kNone) return run_in_process(context, selection.tests, reproduce);
@@ -442,7 +397,7 @@ int run(const RunOptions& options) {
 }
 
 int run_child(const ChildOptions& options, char* program) {
-  bind_child_to_parent(options.parent);
+  prepare_child(options.parent, options.memory_limit_mib);
   select_adapters({options.adapter});
   int gtest_argc = 1;
   char* gtest_argv[] = {program, nullptr};
@@ -465,6 +420,7 @@ int recover(const std::string& journal_path, const std::optional<std::string>& r
   const std::string target = report_path.value_or(recovered->report_path);
   if (auto problem = report::check_output_path(target, "--report")) return usage_error(*problem);
   report::Report& result = recovered->report;
+  result.tests = report::combine_repeats(result.tests);
   result.run.scope.incomplete = true;
   result.run.interruption = "the runner stopped before finishing; recovered from " + journal_path + " with " +
                             std::to_string(result.tests.size()) + " finished tests" +

@@ -44,6 +44,8 @@ struct RunOptions {
   std::optional<std::string> report_path;  // "-": standard output
   Isolation isolation = Isolation::kGroup;
   int jobs = 1;
+  int repeat = 1;                  // runs of each test; mixed outcomes are flaky
+  long memory_limit_mib = 0;       // address space of each test child; 0: none
   double timeout_s = 60;
   bool quiet = false;
   std::optional<std::string> signing_key_path;  // --sign
@@ -62,6 +64,7 @@ struct ChildOptions {
   std::uint64_t seed = 0;
   std::string tests;  // ':'-joined exact test ids
   long parent = 0;
+  long memory_limit_mib = 0;
 };
 [[nodiscard]] int run_child(const ChildOptions& options, char* program);
 

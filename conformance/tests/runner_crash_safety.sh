@@ -8,7 +8,7 @@
 #     incomplete report (never the older conformant one), and `report recover`
 #     turns the journal into a valid incomplete report.
 set -uo pipefail
-runner=$1 python=$2 schema=$3
+runner=$(realpath "$1") python=$2 schema=$3
 scratch=$(mktemp -d)
 pid=""
 trap '[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null; pkill -KILL -f "child --adapter double:" 2>/dev/null; rm -rf "$scratch"' EXIT
@@ -49,6 +49,32 @@ assert any(t["status"] == "timeout" for t in json.load(open(sys.argv[1]))["tests
 PY
 (( SECONDS - start < 60 )) || fail "hanging adapter: the run took $((SECONDS - start)) s"
 [[ $(children) -eq 0 ]] || fail "hanging adapter: children outlived the run"
+
+# A runaway allocation meets the memory limit and costs its test; no core is dumped.
+code=0
+(cd "$scratch" && "$runner" run --adapter double:runs-away-on-allocate --memory-limit 512 --jobs 1 --quiet \
+  --filter 'Adapters/Allocator.*' --report runaway.json >/dev/null 2>&1) || code=$?
+[[ $code -eq 1 ]] || fail "runaway adapter: exit $code, expected 1"
+"$python" - "$scratch/runaway.json" <<'PY' || fail "runaway adapter: the runaway tests are not crashes while others pass"
+import json, sys
+tests = json.load(open(sys.argv[1]))["tests"]
+assert any(t["status"] == "crash" and "signal 6" in t["failures"][0]["message"] for t in tests)
+assert any(t["status"] == "pass" for t in tests)
+PY
+[[ -z $(find "$scratch" -name 'core*') ]] || fail "runaway adapter: a core was dumped"
+
+# A test that passes once and fails once is flaky, and flaky is a failure.
+code=0
+"$runner" run --adapter double:misaligns-every-other-instance --isolate none --repeat 2 --quiet \
+  --filter '*ReturnsNonNullAligned*' --report "$scratch/flaky.json" >/dev/null 2>&1 || code=$?
+[[ $code -eq 1 ]] || fail "flaky adapter: exit $code, expected 1"
+"$python" - "$scratch/flaky.json" <<'PY' || fail "flaky adapter: not reported as flaky"
+import json, sys
+report = json.load(open(sys.argv[1]))
+(test,) = report["tests"]
+assert (test["status"], test["runs"], test["failed_runs"]) == ("flaky", 2, 1), test
+assert "--repeat 2" in test["reproduce"] and report["verdict"]["overall"] == "not-conformant"
+PY
 
 # Starts a run that hangs in its allocator tests while the other suites finish,
 # and waits until the journal holds finished tests.

@@ -26,6 +26,10 @@ grep -q "ignoring GTEST_REPEAT" "$scratch/repeat.err" || fail "GTEST_REPEAT was 
 RC_PARAMS="seed=777 max_success=50" "$runner" run --adapter host --filter '*Property*' --isolate none \
   --report "$scratch/rc.json" >"$scratch/rc.out" 2>&1
 grep -q "max_success=50" "$scratch/rc.out" || fail "RC_PARAMS's own settings were dropped"
+"$runner" run --adapter host --repeat 2 --quiet --report "$scratch/twice.json" >/dev/null 2>&1 || fail "--repeat 2 on host"
+"$runner" list tests --adapter host --format json >"$scratch/list.json" || fail "list tests --format json"
+"$runner" run --adapter host --jobs 1 --report "$scratch/log.json" >/dev/null 2>"$scratch/log.err" </dev/null
+grep -q "Adapters/Allocator done: " "$scratch/log.err" || fail "no per-suite progress lines in a non-terminal log"
 "$python" - "$scratch" <<'PY' || fail "the shards do not add up to the whole run"
 import json, pathlib, sys
 d = pathlib.Path(sys.argv[1])
@@ -41,5 +45,9 @@ for mode in ("group", "none"):
 repeat = load("repeat.json")
 assert len({t["id"] for t in repeat["tests"]}) == len(repeat["tests"]) == len(everything), "GTEST_REPEAT/FILTER leaked"
 assert load("rc.json")["run"]["seed"] == 777
+twice = load("twice.json")
+assert len(twice["tests"]) == len(everything) and all(t["runs"] == 2 for t in twice["tests"])
+listed = load("list.json")["tests"]
+assert sorted(t["id"] for t in listed) == everything and all(t["requirements"] for t in listed if "Property" not in t["id"])
 PY
 echo ok

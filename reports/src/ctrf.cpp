@@ -16,7 +16,8 @@ std::int64_t epoch_ms(const std::string& iso) {
 std::string ctrf_status(TestStatus status) {
   switch (status) {
     case TestStatus::kPass: return "passed";
-    case TestStatus::kFail: return "failed";
+    case TestStatus::kFail:
+    case TestStatus::kFlaky: return "failed";
     case TestStatus::kSkipped: return "skipped";
     default: return "other";
   }
@@ -52,6 +53,10 @@ nlohmann::json to_ctrf(const Report& report) {
     }
     if (!test.skip_reason.empty()) entry["message"] = test.skip_reason;
     if (test.reproduce) entry["extra"] = {{"reproduce", *test.reproduce}};
+    if (test.runs > 1) {
+      entry["flaky"] = test.status == TestStatus::kFlaky;
+      entry["retries"] = test.runs - 1;
+    }
     tests.push_back(std::move(entry));
   }
   const std::int64_t start = epoch_ms(report.run.start);

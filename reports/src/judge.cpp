@@ -16,7 +16,7 @@ std::optional<Enum> named(std::string_view name, const Enum (&values)[N]) {
 
 constexpr TestStatus kTestStatuses[] = {TestStatus::kPass,  TestStatus::kFail,    TestStatus::kNotApplicable,
                                         TestStatus::kSkipped, TestStatus::kCrash, TestStatus::kTimeout,
-                                        TestStatus::kWaived,  TestStatus::kError};
+                                        TestStatus::kWaived,  TestStatus::kError, TestStatus::kFlaky};
 constexpr RequirementStatus kRequirementStatuses[] = {RequirementStatus::kPass, RequirementStatus::kFail,
                                                       RequirementStatus::kNotApplicable, RequirementStatus::kNotRun,
                                                       RequirementStatus::kWaived};
@@ -89,6 +89,7 @@ std::string to_string(TestStatus status) {
     case TestStatus::kTimeout: return "timeout";
     case TestStatus::kWaived: return "waived";
     case TestStatus::kError: return "error";
+    case TestStatus::kFlaky: return "flaky";
   }
   return "error";
 }
@@ -124,7 +125,41 @@ std::optional<ProfileResult> profile_result_named(std::string_view name) { retur
 
 bool is_failure(TestStatus status) {
   return status == TestStatus::kFail || status == TestStatus::kCrash || status == TestStatus::kTimeout ||
-         status == TestStatus::kError;
+         status == TestStatus::kError || status == TestStatus::kFlaky;
+}
+
+std::vector<TestResult> combine_repeats(const std::vector<TestResult>& runs) {
+  std::vector<TestResult> combined;
+  std::map<std::string, std::size_t> index;
+  for (const TestResult& run : runs) {
+    const auto [found, first] = index.try_emplace(run.id, combined.size());
+    if (first) {
+      combined.push_back(run);
+      combined.back().runs = 1;
+      combined.back().failed_runs = is_failure(run.status) ? 1 : 0;
+      continue;
+    }
+    TestResult& test = combined[found->second];
+    ++test.runs;
+    test.duration_s += run.duration_s;
+    if (!is_failure(run.status)) {
+      if (is_failure(test.status)) test.status = TestStatus::kFlaky;
+      continue;
+    }
+    ++test.failed_runs;
+    if (!is_failure(test.status)) {
+      // The first failure's details are the ones to show and reproduce.
+      const int runs_so_far = test.runs;
+      const int failed = test.failed_runs;
+      test = run;
+      test.runs = runs_so_far;
+      test.failed_runs = failed;
+      test.status = TestStatus::kFlaky;
+    } else if (test.status != run.status && test.status != TestStatus::kFlaky) {
+      test.status = TestStatus::kFlaky;  // failing in different ways is not one stable outcome either
+    }
+  }
+  return combined;
 }
 
 const std::vector<std::string>& all_profiles() {

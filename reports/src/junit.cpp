@@ -68,8 +68,9 @@ std::string to_junit_xml(const Report& report) {
     int skipped = 0;
     double time = 0;
     for (const TestResult* test : suite.tests) {
-      failures += test->status == TestStatus::kFail ? 1 : 0;
-      errors += is_failure(test->status) && test->status != TestStatus::kFail ? 1 : 0;
+      const bool asserted = test->status == TestStatus::kFail || test->status == TestStatus::kFlaky;
+      failures += asserted ? 1 : 0;
+      errors += is_failure(test->status) && !asserted ? 1 : 0;
       skipped += test->status == TestStatus::kNotApplicable || test->status == TestStatus::kSkipped ||
                          test->status == TestStatus::kWaived
                      ? 1
@@ -96,7 +97,8 @@ std::string to_junit_xml(const Report& report) {
       switch (test->status) {
         case TestStatus::kPass: out << "/>\n"; continue;
         case TestStatus::kFail:
-          out << ">\n      <failure type=\"fail\" message=\"" << xml_escape(first.substr(0, 200)) << "\">"
+        case TestStatus::kFlaky:
+          out << ">\n      <failure type=\"" << to_string(test->status) << "\" message=\""  << xml_escape(first.substr(0, 200)) << "\">"
               << xml_escape(failure_text(*test)) << "</failure>\n";
           break;
         case TestStatus::kCrash:

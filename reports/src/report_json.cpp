@@ -101,6 +101,10 @@ TestResult read_test(const json& object, const std::string& path) {
   test.skip_reason = fields.optional_string("skip_reason");
   if (fields.has("seed")) test.seed = fields.unsigned_integer("seed");
   if (fields.has("reproduce")) test.reproduce = fields.string("reproduce");
+  if (fields.has("runs")) {
+    test.runs = static_cast<int>(fields.integer("runs"));
+    test.failed_runs = static_cast<int>(fields.integer("failed_runs"));
+  }
   if (fields.has("actual_status")) {
     test.actual_status = fields.status<TestStatus>("actual_status", test_status_named, "a test status");
     test.waiver_reason = fields.string("waiver_reason");
@@ -215,6 +219,10 @@ json to_json(const TestResult& test) {
   if (!test.skip_reason.empty()) entry["skip_reason"] = test.skip_reason;
   if (test.seed) entry["seed"] = *test.seed;
   if (test.reproduce) entry["reproduce"] = *test.reproduce;
+  if (test.runs > 1) {
+    entry["runs"] = test.runs;
+    entry["failed_runs"] = test.failed_runs;
+  }
   if (test.actual_status) {
     entry["actual_status"] = to_string(*test.actual_status);
     entry["waiver_reason"] = test.waiver_reason;

@@ -35,7 +35,8 @@ namespace ortmem::report {
 inline constexpr const char* kSchemaId = "https://ortmem-cts.invalid/schema/report.schema.json";
 inline constexpr const char* kSchemaVersion = "1.1.0";
 
-enum class TestStatus { kPass, kFail, kNotApplicable, kSkipped, kCrash, kTimeout, kWaived, kError };
+// kFlaky: a test run several times (--repeat) that both passed and failed.
+enum class TestStatus { kPass, kFail, kNotApplicable, kSkipped, kCrash, kTimeout, kWaived, kError, kFlaky };
 enum class RequirementStatus { kPass, kFail, kNotApplicable, kNotRun, kWaived };
 // kIncomplete is an overall result only: the run stopped before it finished.
 // kWaived: conformant but for failures that expectations list (expectations.hpp).
@@ -56,6 +57,7 @@ enum class ProfileResult { kConformant, kNotConformant, kPartial, kNotRun, kInco
 [[nodiscard]] std::optional<ProfileResult> profile_result_named(std::string_view name);
 
 // A failing test status: one that fails every requirement the test names.
+// A flaky test is one: a race that shows once in N runs is still a race.
 [[nodiscard]] bool is_failure(TestStatus status);
 
 struct Failure {
@@ -78,7 +80,15 @@ struct TestResult {
   // A waived test: what really happened, and why it was expected.
   std::optional<TestStatus> actual_status;
   std::string waiver_reason;
+  // How often it ran (--repeat) and how often it failed; 1 and 0 or 1 otherwise.
+  int runs = 1;
+  int failed_runs = 0;
 };
+
+// One result per test from a run that ran each test several times: all
+// runs alike give that status; some passing and some failing give flaky,
+// with the first failure's details. Order is that of the first runs.
+[[nodiscard]] std::vector<TestResult> combine_repeats(const std::vector<TestResult>& runs);
 
 // One expectation as the report records it, with what it did in this run.
 struct Waiver {

@@ -10,13 +10,13 @@ packages=(
   cmake ninja-build g++ clang ccache
   libgtest-dev libgmock-dev librapidcheck-dev
   nlohmann-json3-dev libexpected-dev libcli11-dev libbenchmark-dev
-  python3 python3-jsonschema libsodium-dev pkg-config libxml2-utils
+  python3 python3-jsonschema libsodium-dev pkg-config libxml2-utils chromium libclang-rt-14-dev
 )
 
 install_node_tools() {
   local dir
   dir="$(dirname "${BASH_SOURCE[0]}")/node"
-  [[ -f $dir/node_modules/ctrf/package.json ]] && return 0
+  [[ -f $dir/node_modules/ctrf/package.json && -f $dir/node_modules/playwright-core/package.json ]] && return 0
   if ! command -v npm >/dev/null; then
     # Only when no npm is there: a Node.js from elsewhere brings its own.
     echo "install-deps: installing npm"

@@ -349,7 +349,7 @@ int run(const RunOptions& options) {
                        "see `ortmem-cts list tests --adapter " + options.adapter + "`");
   }
 
-  RunContext context{options, {}, Clock::now()};
+  RunContext context{options, {}, Clock::now(), nullptr, std::nullopt, {}, {}};
   context.signing_key = signing_key;
   context.expectations = std::move(expectations);
   context.binary_sha256 = std::async(std::launch::async, [] {

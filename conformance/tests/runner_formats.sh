@@ -5,7 +5,7 @@
 # <error>/other with its raw status kept, not-applicable <skipped>/other.
 # `report render` gives Markdown and HTML that name the failing requirements.
 set -uo pipefail
-runner=$1 python=$2 xsd=$3 ctrf_schema=$4
+runner=$1 python=$2 xsd=$3 ctrf_schema=$4 node_modules=$5
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 fail() { echo "$*"; exit 1; }
@@ -49,6 +49,8 @@ grep -q "Verdict: not-conformant" "$scratch/r.md" && grep -q "### ALLOC-005" "$s
 xmllint --html --noout "$scratch/r.html" 2>/dev/null || fail "the HTML does not parse"
 grep -q 'id="verdict" class="not-conformant"' "$scratch/r.html" || fail "the HTML does not show the verdict"
 ! grep -Eq '<script|https?://' "$scratch/r.html" || fail "the HTML is not self-contained"
+NODE_PATH=$node_modules node "$(dirname "$0")/html_in_browser.cjs" "$scratch/r.html" not-conformant ALLOC-005 ||
+  fail "the HTML report does not show itself in Chromium"
 code=0; "$runner" report render "$scratch/r.md" >/dev/null 2>&1 || code=$?
 [[ $code -eq 2 ]] || fail "rendering a non-report: exit $code, expected 2"
 echo ok

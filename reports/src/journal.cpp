@@ -66,6 +66,11 @@ void Journal::remove() {
 Expected<RecoveredRun, std::string> read_journal(const std::string& path) {
   auto content = read_regular_file(path);
   if (!content) return fail(content.error());
+  return parse_journal(*content, path);
+}
+
+Expected<RecoveredRun, std::string> parse_journal(const std::string& text, const std::string& path) {
+  const std::string* content = &text;
   std::istringstream lines(*content);
   std::string line;
   if (!std::getline(lines, line)) return fail("'" + path + "' is empty: it is not a journal");

@@ -126,7 +126,11 @@ Verification verify_report(const nlohmann::json& document, const std::vector<Spe
     problems.push_back("kit: the name, version or git sha is missing");
   }
   if (report.kit.git_dirty) verification.warnings.push_back("the kit was built from a tree with uncommitted changes");
-  if (report.kit.spec_version != spec_version) {
+  const auto minor_of = [](const std::string& version) { return version.substr(0, version.rfind('.')); };
+  if (report.kit.spec_version != spec_version && minor_of(report.kit.spec_version) == minor_of(spec_version)) {
+    verification.warnings.push_back("the report is of spec " + report.kit.spec_version + " and this kit carries " +
+                                    spec_version + ": a patch apart, which changes wording only");
+  } else if (report.kit.spec_version != spec_version) {
     problems.push_back("the report is of spec " + report.kit.spec_version + " and this kit checks spec " + spec_version +
                        ": verify it with a kit of spec " + report.kit.spec_version);
     verification.report = std::move(*read);

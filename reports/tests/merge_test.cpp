@@ -12,7 +12,7 @@ const std::vector<SpecRequirement> kSpec = {{"ALLOC-001", "MUST", "core", "a"}, 
 
 Report run_of(std::vector<std::pair<std::string, TestStatus>> tests, std::string shard = "") {
   Report report;
-  report.kit = {"ortmem-cts", "0.1.0", "abc", "1.0.0"};
+  report.kit = {"ortmem-cts", "0.1.0", "abc", "1.0.0", false, "Release", ""};
   report.adapter = {"host", "1", "ortmem", "host:0", {}};
   report.run.id = "run-7";
   report.run.seed = 7;

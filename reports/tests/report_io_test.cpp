@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 
 Report sample_report() {
   Report report;
-  report.kit = {"ortmem-cts", "0.1.0", "abc123", "1.0.0"};
+  report.kit = {"ortmem-cts", "0.1.0", "abc123", "1.0.0", false, "Release", ""};
   report.adapter = {"host", "1", "ortmem", "host:0", {"context-pins"}};
   report.environment = {"Linux", "6.1", "x86_64", "cpu", 2, "gcc"};
   report.run.id = "run-1";

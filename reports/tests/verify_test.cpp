@@ -15,7 +15,7 @@ constexpr const char* kSpecVersion = "1.0.0";
 
 nlohmann::json failing_report_document() {
   Report report;
-  report.kit = {"ortmem-cts", "0.1.0", "abc123", kSpecVersion};
+  report.kit = {"ortmem-cts", "0.1.0", "abc123", kSpecVersion, false, "Release", ""};
   report.adapter = {"host", "1", "ortmem", "host:0", {"context-pins"}};
   report.run.id = "run";
   TestResult allocator;
@@ -133,6 +133,16 @@ TEST(Verify, AFailureWaivedWithoutAnExpectationIsCaught) {
   document["tests"][0]["waiver_reason"] = "trust me";
   const auto verification = verify_report(resealed(document), kSpec, kSpecVersion, std::nullopt);
   EXPECT_TRUE(mentions(verification, "is waived, but its waivers make it fail")) << problems_of(verification);
+}
+
+TEST(Verify, AReportOfAnotherPatchOfTheSpecVerifiesWithAWarning) {
+  auto document = failing_report_document();
+  document["kit"]["spec_version"] = "1.0.7";
+  auto verification = verify_report(resealed(document), kSpec, kSpecVersion, std::nullopt);
+  EXPECT_TRUE(verification.ok()) << problems_of(verification);
+  ASSERT_EQ(verification.warnings.size(), 1U);
+  document["kit"]["spec_version"] = "1.1.0";
+  EXPECT_TRUE(mentions(verify_report(resealed(document), kSpec, kSpecVersion, std::nullopt), "kit of spec 1.1.0"));
 }
 
 TEST(Verify, AReportWithoutItsSealIsRefused) {

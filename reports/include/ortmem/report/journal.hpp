@@ -54,5 +54,7 @@ struct RecoveredRun {
 
 // Reads a journal back; errors name the path and line.
 [[nodiscard]] Expected<RecoveredRun, std::string> read_journal(const std::string& path);
+// The same for a journal's text; `path` only names it in errors.
+[[nodiscard]] Expected<RecoveredRun, std::string> parse_journal(const std::string& text, const std::string& path);
 
 }  // namespace ortmem::report

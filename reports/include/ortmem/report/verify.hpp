@@ -7,9 +7,10 @@
 //   - it reads as a report of schema 1.x: every key present with its type,
 //     every status one of the allowed names (report_json.hpp);
 //   - the kit, its version and git sha are present;
-//   - it is of the spec this kit carries: a report of another spec version is
-//     refused, since its requirements cannot be checked here (the versioning
-//     policy is in spec/README.md);
+//   - it is of the spec this kit carries, up to the patch number: a patch
+//     changes wording only, so its requirements are the same; another minor
+//     or major version has other requirements and is refused (the policy is
+//     in spec/README.md, "Versioning");
 //   - it lists every requirement of that spec once, with the spec's level and
 //     profile, names only tests it holds, and holds no test twice;
 //   - its waivers are what its expectations make of the real results (each

@@ -7,11 +7,13 @@
 #   bash scripts/fuzz.sh                  # 20 s per target: the CI sample
 #   bash scripts/fuzz.sh --seconds 300    # a campaign; --merge keeps what it found
 #
-# Each target starts from its committed corpus (reports/fuzz/corpus/TARGET)
-# and works on a copy in build/fuzz; --merge adds the inputs that reached new
-# code to the committed corpus (libFuzzer -merge=1, so it stays minimal).
-# Every run appends its target, seconds and executions to
-# reports/fuzz/campaign.log only with --merge. Exits 1 on a crash, leak or
+# Each target starts from its hand-made seeds (reports/fuzz/seeds/TARGET) and
+# its committed corpus (reports/fuzz/corpus-TARGET.tar.gz: thousands of small
+# inputs, packed) and works on a copy in build/fuzz; --merge adds the inputs
+# that reached new code to the committed corpus (libFuzzer -merge=1, so it
+# stays minimal) and repacks it reproducibly.
+# With --merge, each run also appends its target, seconds and executions to
+# reports/fuzz/campaign.log, the campaign's record. Exits 1 on a crash, leak or
 # sanitizer report, leaving the input in build/fuzz/TARGET-crashes/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -52,12 +54,12 @@ fi
 status=0
 pids=()
 for target in report_reader expectations; do
-  corpus=reports/fuzz/corpus/$target
   work=$out/corpus-$target
-  mkdir -p "$corpus" "$work" "$out/$target-crashes"
-  cp -n "$corpus"/* "$work"/ 2>/dev/null || true
+  mkdir -p "$work" "$out/$target-crashes"
+  cp reports/fuzz/seeds/$target/* "$work"/
+  [[ -f reports/fuzz/corpus-$target.tar.gz ]] && tar -C "$work" -xzf "reports/fuzz/corpus-$target.tar.gz"
   # Both targets at once: one per core.
-  ( "$out/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  ( "$out/$target" -max_total_time="$seconds" -max_len="$([[ $target == expectations ]] && echo 1024 || echo 8192)" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$out/$target-crashes/" "$work" >"$out/$target.log" 2>&1 ) &
   pids+=($!)
 done
@@ -68,10 +70,15 @@ for index in 0 1; do
     tail -30 "$out/$target.log" >&2
     status=1
   fi
+  work=$out/corpus-$target
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$out/$target.log" | grep -o '[0-9]*$' || echo 0)
-  echo "fuzz: $target: $runs inputs in $seconds s, corpus $(ls "$work" | wc -l) files"
+  echo "fuzz: $target: $runs inputs in $seconds s, working corpus $(ls "$work" | wc -l) files"
   if $merge && [[ $status -eq 0 ]]; then
-    "$out/$target" -merge=1 "reports/fuzz/corpus/$target" "$out/corpus-$target" >/dev/null 2>&1
+    minimal=$out/minimal-$target
+    rm -rf "$minimal" && mkdir -p "$minimal"
+    "$out/$target" -merge=1 "$minimal" "$work" >/dev/null 2>&1
+    tar -C "$minimal" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - . |
+      gzip -9n >"reports/fuzz/corpus-$target.tar.gz"
     echo "$(date -u +%FT%TZ) $target ${seconds}s $runs" >>reports/fuzz/campaign.log
   fi
 done

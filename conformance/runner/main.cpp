@@ -135,6 +135,9 @@ int main(int argc, char** argv) {
   run_command->add_option("--jobs", options.jobs, "test processes at a time (default: the number of cores)");
   run_command->add_option("--timeout", options.timeout_s, "seconds one test may take (default 60)");
   run_command->add_option("--repeat", options.repeat, "run every test N times; mixed outcomes are reported flaky");
+  int stress = 0;
+  auto* stress_option = run_command->add_option(
+      "--stress", stress, "race hunting: --repeat N with background load shaking the scheduling");
   options.memory_limit_mib = default_memory_limit_mib();
   run_command->add_option("--memory-limit", options.memory_limit_mib,
                           "MiB of address space per test process, 0 for none (default: half the memory)");
@@ -197,6 +200,7 @@ int main(int argc, char** argv) {
   child->add_option("--tests", child_options.tests)->required();
   child->add_option("--parent", child_options.parent)->required();
   child->add_option("--memory-limit", child_options.memory_limit_mib);
+  child->add_flag("--stress", child_options.stress);
 
   try {
     app.parse(argc, argv);
@@ -225,6 +229,11 @@ int main(int argc, char** argv) {
   options.ctrf_path = given(ctrf_option, ctrf_path);
   options.expectations_path = given(expectations_option, expectations_path);
   options.run_id = given(run_id_option, run_id);
+  if (stress_option->count() > 0) {
+    if (stress < 1) return usage_error("--stress needs a number of runs, at least 1");
+    options.stress = true;
+    options.repeat = std::max(options.repeat, stress);
+  }
   options.signing_key_path = given(sign_option, signing_key);
   if (seed_option->count() > 0) {
     options.seed = parse_seed(seed);

@@ -34,6 +34,7 @@
 #include "ortmem/report/verify.hpp"
 #include "result_collector.hpp"
 #include "run_recorder.hpp"
+#include "stress_load.hpp"
 
 #ifndef ORTMEM_KIT_VERSION
 #define ORTMEM_KIT_VERSION "unknown"
@@ -237,7 +238,11 @@ int run_in_process(RunContext& context, const std::vector<std::string>& tests, c
     }
   });
   // The verdict comes from the collected results, not GoogleTest's status.
-  [[maybe_unused]] const int gtest_status = RUN_ALL_TESTS();
+  {
+    std::optional<StressLoad> load;
+    if (context.options.stress) load.emplace();
+    [[maybe_unused]] const int gtest_status = RUN_ALL_TESTS();
+  }
   done = true;
   watchdog.join();
   return finish(context, collector->results(), "");
@@ -249,6 +254,7 @@ int run_isolated_mode(RunContext& context, const std::vector<std::string>& tests
   plan.child_arguments = {"child", "--adapter", options.adapter, "--seed", std::to_string(context.header.run.seed),
                           "--parent", std::to_string(::getpid()), "--memory-limit",
                           std::to_string(options.memory_limit_mib)};
+  if (options.stress) plan.child_arguments.push_back("--stress");
   for (const std::string& id : tests) {
     const bool same_group = options.isolation == Isolation::kGroup && !plan.groups.empty() &&
                             suite_of(plan.groups.back().back()) == suite_of(id);
@@ -370,6 +376,8 @@ int run(const RunOptions& options) {
   header.run.isolation = isolation_name(options.isolation);
   header.run.jobs = options.isolation == Isolation::kNone ? 1 : options.jobs;
   header.run.timeout_s = options.timeout_s;
+  header.run.repeat = options.repeat;
+  header.run.stress = options.stress;
   header.run.command_line = join(options.command_line, " ");
   header.run.scope.subset = selection.subset;
   header.run.scope.filtered = selection.filtered;
@@ -407,6 +415,8 @@ int run_child(const ChildOptions& options, char* program) {
   delete listeners.Release(listeners.default_result_printer());
   static ChildEventWriter events;
   listeners.Append(new ResultCollector({program, options.adapter, options.seed}, &events));
+  std::optional<StressLoad> load;
+  if (options.stress) load.emplace();
   [[maybe_unused]] const int gtest_status = RUN_ALL_TESTS();
   return 0;
 }

@@ -45,6 +45,7 @@ struct RunOptions {
   Isolation isolation = Isolation::kGroup;
   int jobs = 1;
   int repeat = 1;                  // runs of each test; mixed outcomes are flaky
+  bool stress = false;             // background load beside the tests (stress_load.hpp)
   long memory_limit_mib = 0;       // address space of each test child; 0: none
   double timeout_s = 60;
   bool quiet = false;
@@ -65,6 +66,7 @@ struct ChildOptions {
   std::string tests;  // ':'-joined exact test ids
   long parent = 0;
   long memory_limit_mib = 0;
+  bool stress = false;
 };
 [[nodiscard]] int run_child(const ChildOptions& options, char* program);
 

@@ -75,6 +75,14 @@ report = json.load(open(sys.argv[1]))
 assert (test["status"], test["runs"], test["failed_runs"]) == ("flaky", 2, 1), test
 assert "--repeat 2" in test["reproduce"] and report["verdict"]["overall"] == "not-conformant"
 PY
+"$runner" run --adapter double:misaligns-every-other-instance --stress 4 --quiet --jobs 1 \
+  --filter '*ReturnsNonNullAligned*' --report "$scratch/stress.json" >/dev/null 2>&1
+"$python" - "$scratch/stress.json" <<'PY' || fail "--stress: not four isolated runs under load"
+import json, sys
+report = json.load(open(sys.argv[1]))
+(test,) = report["tests"]
+assert report["run"]["stress"] and report["run"]["repeat"] == 4 and test["runs"] == 4, (report["run"], test)
+PY
 
 # Starts a run that hangs in its allocator tests while the other suites finish,
 # and waits until the journal holds finished tests.

@@ -152,6 +152,8 @@ Report read_report(const json& document) {
   section.isolation = run.string("isolation");
   if (run.has("jobs")) section.jobs = static_cast<int>(run.integer("jobs"));
   if (run.has("timeout_s")) section.timeout_s = run.number("timeout_s");
+  if (run.has("repeat")) section.repeat = static_cast<int>(run.integer("repeat"));
+  if (run.has("stress")) section.stress = run.boolean("stress");
   section.command_line = run.string("command_line");
   if (run.has("scope")) {
     const Fields scope(run.at("scope"), "run.scope");
@@ -283,6 +285,8 @@ json to_json(const Report& report) {
                    {"isolation", run.isolation},
                    {"jobs", run.jobs},
                    {"timeout_s", run.timeout_s},
+                   {"repeat", run.repeat},
+                   {"stress", run.stress},
                    {"command_line", run.command_line},
                    {"scope",
                     {{"subset", run.scope.subset}, {"filtered", run.scope.filtered}, {"incomplete", run.scope.incomplete}}}};

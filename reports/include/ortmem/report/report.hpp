@@ -191,6 +191,8 @@ struct RunSection {
   std::string isolation = "group";    // none, group or test
   int jobs = 1;
   double timeout_s = 60;
+  int repeat = 1;       // runs of each test
+  bool stress = false;  // with background load
   std::string command_line;
   Scope scope;
   // Why the run is incomplete, for people; empty when it finished.

@@ -35,23 +35,38 @@ constexpr std::size_t kStderrTail = 2000;
 int g_signal_pipe[2] = {-1, -1};
 
 void on_stop_signal(int signal_number) {
+  const int saved_errno = errno;  // the interrupted code may be about to read it
   const unsigned char byte = static_cast<unsigned char>(signal_number);
   [[maybe_unused]] const ssize_t ignored = ::write(g_signal_pipe[1], &byte, 1);
+  errno = saved_errno;
 }
 
 // Installs the stop handlers for the scheduler's lifetime and restores the
 // previous ones after, so an interrupt stops the children instead of
-// orphaning them.
+// orphaning them. SIGCHLD is set to its default too: a runner started with
+// it ignored (ignored signals survive exec) would never see its children
+// exit, and waitpid would never return them.
 class StopSignals {
  public:
   StopSignals() {
-    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) g_signal_pipe[0] = g_signal_pipe[1] = -1;
+    struct sigaction child_default {};
+    child_default.sa_handler = SIG_DFL;
+    sigemptyset(&child_default.sa_mask);
+    ::sigaction(SIGCHLD, &child_default, &previous_child_);
+    // Without the pipe a handler could only swallow the signal: keep the defaults then.
+    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+      g_signal_pipe[0] = g_signal_pipe[1] = -1;
+      return;
+    }
+    installed_ = true;
     struct sigaction action {};
     action.sa_handler = on_stop_signal;
     sigemptyset(&action.sa_mask);
     for (std::size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &action, &previous_[i]);
   }
   ~StopSignals() {
+    ::sigaction(SIGCHLD, &previous_child_, nullptr);
+    if (!installed_) return;
     for (std::size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &previous_[i], nullptr);
     ::close(g_signal_pipe[0]);
     ::close(g_signal_pipe[1]);
@@ -64,13 +79,15 @@ class StopSignals {
   // The first stop signal received, or 0.
   [[nodiscard]] int received() {
     unsigned char byte = 0;
-    if (received_ == 0 && ::read(g_signal_pipe[0], &byte, 1) == 1) received_ = byte;
+    if (received_ == 0 && installed_ && ::read(g_signal_pipe[0], &byte, 1) == 1) received_ = byte;
     return received_;
   }
 
  private:
   static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
   struct sigaction previous_[std::size(kSignals)] {};
+  struct sigaction previous_child_ {};
+  bool installed_ = false;
   int received_ = 0;
 };
 
@@ -88,6 +105,7 @@ struct Child {
   Clock::time_point running_since;
   Clock::time_point deadline;
   bool killed_for_time = false;
+  bool started_any = false;  // it sent at least one start event
   std::string event_buffer;
   std::string stderr_tail;
 };
@@ -146,9 +164,10 @@ class Scheduler {
     IsolatedOutcome outcome;
     outcome.interrupted_by = signals.received();
     if (outcome.interrupted_by != 0) {
-      // The running tests end unjudged: an interrupted run is incomplete, not failed.
+      // The running tests end unjudged: an interrupted run is incomplete, not
+      // failed. Events still in the pipes are read but charge nothing.
+      stopping_ = true;
       for (Child& child : children_) ::kill(-child.pid, SIGKILL);
-      for (Child& child : children_) child.running.reset(), child.group.tests.clear();
       reap(/*block=*/true);
     }
     for (const auto& tests : plan_.groups) {
@@ -260,6 +279,7 @@ class Scheduler {
       auto& tests = child.group.tests;
       tests.erase(std::remove(tests.begin(), tests.end(), started->id), tests.end());
       child.running = started->id;
+      child.started_any = true;
       child.running_since = now;
       child.deadline = now + timeout_;
       sink_.test_started(started->id);
@@ -307,10 +327,16 @@ class Scheduler {
   void reap(bool block) {
     for (auto it = children_.begin(); it != children_.end();) {
       int status = 0;
-      if (::waitpid(it->pid, &status, block ? 0 : WNOHANG) != it->pid) {
+      pid_t reaped = 0;
+      do {
+        reaped = ::waitpid(it->pid, &status, block ? 0 : WNOHANG);
+      } while (reaped < 0 && errno == EINTR);
+      if (reaped == 0 || (reaped < 0 && errno != ECHILD)) {
         ++it;
         continue;
       }
+      // ECHILD: someone else reaped it; all that is known is that it is gone.
+      if (reaped < 0) status = 0;
       ::kill(-it->pid, SIGKILL);  // whatever the test left running in its group
       drain(*it);
       settle(*it, status);
@@ -324,6 +350,11 @@ class Scheduler {
   // Charges a child's end to the test it was in, if any.
   void settle(Child& child, int status) {
     using report::TestStatus;
+    if (stopping_) {
+      child.running.reset();
+      child.group.tests.clear();
+      return;
+    }
     const double limit = plan_.timeout_s;
     std::string why;
     TestStatus verdict = TestStatus::kError;
@@ -345,6 +376,11 @@ class Scheduler {
       return;
     }
     if (child.group.tests.empty()) return;  // it ended after its last test
+    if (child.killed_for_time && child.started_any) {
+      // Killed as a test ended: the kill raced that test's result, which
+      // was recorded; the next test never started and goes to a new child.
+      return;
+    }
     if (verdict == TestStatus::kError) {
       // It could not even start a test: the next child would fare no better.
       fail_all(child, verdict, why + " before running its tests" + last_output(child));
@@ -362,6 +398,7 @@ class Scheduler {
   std::deque<Group> queue_;
   std::vector<Child> children_;
   std::map<std::string, report::TestResult> results_;
+  bool stopping_ = false;  // interrupted: exits charge nothing
 };
 
 }  // namespace

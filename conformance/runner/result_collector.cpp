@@ -97,9 +97,9 @@ std::optional<ResultCollector::Running> ResultCollector::running() const {
   return running_;
 }
 
-void ResultCollector::record_timeout(double limit_s) {
+bool ResultCollector::record_timeout(const std::string& id, double limit_s) {
   const std::lock_guard lock(mutex_);
-  if (!running_ || frozen_) return;
+  if (!running_ || running_->id != id || frozen_) return false;
   report::TestResult result;
   result.id = running_->id;
   // The stuck test named its requirements before it blocked; its thread is
@@ -115,6 +115,7 @@ void ResultCollector::record_timeout(double limit_s) {
   results_.push_back(result);
   frozen_ = true;  // the stuck test may still end later; its result must not count
   if (sink_ != nullptr) sink_->test_finished(result);
+  return true;
 }
 
 std::vector<report::TestResult> ResultCollector::results() const {

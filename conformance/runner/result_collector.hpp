@@ -56,8 +56,10 @@ class ResultCollector final : public ::testing::EmptyTestEventListener {
   };
   // The test now running, if any.
   [[nodiscard]] std::optional<Running> running() const;
-  // Records the running test as timed out; later events are ignored.
-  void record_timeout(double limit_s);
+  // Records test `id` as timed out if it is still the one running, and then
+  // ignores later events; returns whether it did. (The watchdog's view of the
+  // running test may be stale by the time it decides.)
+  bool record_timeout(const std::string& id, double limit_s);
   [[nodiscard]] std::vector<report::TestResult> results() const;
 
  private:

@@ -173,8 +173,10 @@ std::optional<std::string> write_views(const RunOptions& options, const report::
   return std::nullopt;
 }
 
-// Judges, prints, writes the report and returns the exit status. Safe to call
-// from the in-process watchdog: it touches nothing a stuck test could hold.
+// Judges, prints, writes the report and returns the exit status. The
+// in-process watchdog calls it while a test is stuck: it takes the
+// collector's and recorder's locks, which the stuck test does not hold (they
+// are held only inside the listener's and sink's own calls).
 int finish(const RunContext& context, std::vector<report::TestResult> tests, const std::string& interruption) {
   const RunOptions& options = context.options;
   report::Report result = context.header;
@@ -233,8 +235,10 @@ int run_in_process(RunContext& context, const std::vector<std::string>& tests, c
       if (!running) continue;
       const double elapsed = std::chrono::duration<double>(Clock::now() - running->started).count();
       if (elapsed < context.options.timeout_s) continue;
-      collector->record_timeout(context.options.timeout_s);
-      std::_Exit(finish(context, collector->results(), ""));
+      if (!collector->record_timeout(running->id, context.options.timeout_s)) continue;  // it ended meanwhile
+      // The tests after it never run: the run is incomplete as well as failed.
+      std::_Exit(finish(context, collector->results(),
+                        "stopped at " + running->id + ", past its deadline in one process (--isolate none)"));
     }
   });
   // The verdict comes from the collected results, not GoogleTest's status.
@@ -313,7 +317,9 @@ int run(const RunOptions& options) {
       return usage_error("unknown profile '" + profile + "'; profiles are " + join(known, ", "));
     }
   }
-  if (!(options.timeout_s > 0)) return usage_error("--timeout must be a positive number of seconds");
+  if (!(options.timeout_s > 0) || options.timeout_s > 7 * 86400) {
+    return usage_error("--timeout must be a number of seconds above 0 and at most a week (604800)");
+  }
   if (options.jobs < 1) return usage_error("--jobs must be at least 1");
   if (options.repeat < 1) return usage_error("--repeat must be at least 1");
   int to_stdout = 0;
@@ -427,6 +433,13 @@ int recover(const std::string& journal_path, const std::optional<std::string>& r
   if (auto problem = load_signing_key(signing_key_path, signing_key)) return usage_error(*problem);
   auto recovered = report::read_journal(journal_path);
   if (!recovered) return usage_error(recovered.error());
+  // The journal names its report, but a journal is only a file: it may say
+  // anything. Its own report is written only where the journal sits beside
+  // it, as the runner left it; anywhere else needs --report.
+  if (!report_path && report::journal_path_for(recovered->report_path) != journal_path) {
+    return usage_error("the journal names the report '" + recovered->report_path + "', which is not beside it ('" +
+                       journal_path + "'); give --report FILE");
+  }
   const std::string target = report_path.value_or(recovered->report_path);
   if (auto problem = report::check_output_path(target, "--report")) return usage_error(*problem);
   report::Report& result = recovered->report;
@@ -457,11 +470,11 @@ int verify(const std::string& report_path, const std::optional<std::string>& pub
   }
   auto content = report::read_regular_file(report_path);
   if (!content) return usage_error(content.error());
-  const auto document = nlohmann::json::parse(*content, nullptr, /*allow_exceptions=*/false);
-  if (document.is_discarded()) return usage_error("'" + report_path + "' is not JSON");
+  const auto document = report::parse_untrusted_json(*content);
+  if (!document) return usage_error("'" + report_path + "': " + document.error());
   const SpecCatalog& catalog = spec_catalog();
   const report::Verification verification =
-      report::verify_report(document, catalog.requirements, catalog.version, trusted);
+      report::verify_report(*document, catalog.requirements, catalog.version, trusted);
   for (const auto& warning : verification.warnings) std::cout << "warning: " << warning << '\n';
   if (!verification.ok()) {
     for (const auto& problem : verification.problems) std::cout << "problem: " << problem << '\n';

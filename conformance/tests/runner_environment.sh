@@ -19,14 +19,14 @@ for mode in group none; do
   done
 done
 [[ -f $scratch/status ]] || fail "GTEST_SHARD_STATUS_FILE was not touched"
-"$runner" run --adapter host --quiet --report "$scratch/all.json" >/dev/null 2>&1 || fail "host is not conformant"
-GTEST_REPEAT=2 GTEST_FILTER='*Pins*' "$runner" run --adapter host --quiet --report "$scratch/repeat.json" \
+"$runner" run --adapter host --jobs 1 --quiet --report "$scratch/all.json" >/dev/null 2>&1 || fail "host is not conformant"
+GTEST_REPEAT=2 GTEST_FILTER='*Pins*' "$runner" run --adapter host --jobs 1 --quiet --report "$scratch/repeat.json" \
   >/dev/null 2>"$scratch/repeat.err" || fail "GTEST_REPEAT/GTEST_FILTER changed the run"
 grep -q "ignoring GTEST_REPEAT" "$scratch/repeat.err" || fail "GTEST_REPEAT was ignored silently"
 RC_PARAMS="seed=777 max_success=50" "$runner" run --adapter host --filter '*Property*' --isolate none \
   --report "$scratch/rc.json" >"$scratch/rc.out" 2>&1
 grep -q "max_success=50" "$scratch/rc.out" || fail "RC_PARAMS's own settings were dropped"
-"$runner" run --adapter host --repeat 2 --quiet --report "$scratch/twice.json" >/dev/null 2>&1 || fail "--repeat 2 on host"
+"$runner" run --adapter host --jobs 1 --repeat 2 --quiet --report "$scratch/twice.json" >/dev/null 2>&1 || fail "--repeat 2 on host"
 "$runner" list tests --adapter host --format json >"$scratch/list.json" || fail "list tests --format json"
 "$runner" run --adapter host --jobs 1 --report "$scratch/log.json" >/dev/null 2>"$scratch/log.err" </dev/null
 grep -q "Adapters/Allocator done: " "$scratch/log.err" || fail "no per-suite progress lines in a non-terminal log"

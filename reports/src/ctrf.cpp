@@ -13,6 +13,12 @@ std::int64_t epoch_ms(const std::string& iso) {
   return static_cast<std::int64_t>(::timegm(&time)) * 1000;
 }
 
+// Milliseconds of a duration read from a report, clamped so no cast overflows.
+std::int64_t milliseconds(double seconds) {
+  if (!(seconds > 0)) return 0;
+  return seconds > 1e12 ? std::int64_t{1000000000000000} : static_cast<std::int64_t>(seconds * 1000);
+}
+
 std::string ctrf_status(TestStatus status) {
   switch (status) {
     case TestStatus::kPass: return "passed";
@@ -35,7 +41,7 @@ nlohmann::json to_ctrf(const Report& report) {
     json entry = {{"name", test.id},
                   {"status", status},
                   {"rawStatus", to_string(test.status)},
-                  {"duration", static_cast<std::int64_t>(test.duration_s * 1000)},
+                  {"duration", milliseconds(test.duration_s)},
                   {"suite", json::array({test.id.substr(0, test.id.find('.'))})},
                   {"tags", test.requirements}};
     if (!test.failures.empty()) {
@@ -77,7 +83,7 @@ nlohmann::json to_ctrf(const Report& report) {
               {"other", counts["other"]},
               {"start", start},
               {"stop", stop},
-              {"duration", static_cast<std::int64_t>(report.run.duration_s * 1000)},
+              {"duration", milliseconds(report.run.duration_s)},
               {"extra", {{"verdict", to_string(report.judgement.verdict.overall)}, {"adapter", report.adapter.name}}}}},
             {"tests", std::move(tests)},
             {"environment", {{"appName", report.adapter.name}, {"appVersion", report.adapter.version},

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ortmem/report/glob.hpp"
+#include "ortmem/report/report_json.hpp"
 
 namespace ortmem::report {
 namespace {
@@ -27,8 +28,9 @@ bool names(const Expectation& expectation, const TestResult& test) {
 }  // namespace
 
 Expected<std::vector<Expectation>, std::string> parse_expectations(std::string_view text, const std::string& source) {
-  const auto document = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (document.is_discarded()) return fail(source + ": not JSON");
+  const auto parsed = parse_untrusted_json(text);
+  if (!parsed) return fail(source + ": " + parsed.error());
+  const nlohmann::json& document = *parsed;
   if (!document.is_object() || !document.contains("expectations") || !document["expectations"].is_array()) {
     return fail(source + ": expected an object {\"expectations\": [...]}");
   }
@@ -94,6 +96,22 @@ void apply_expectations(const std::vector<Expectation>& expectations, Report& re
     }
     report.waivers.push_back(std::move(waiver));
   }
+}
+
+Report replay_waivers(const Report& report) {
+  Report replay = report;
+  replay.waivers.clear();
+  std::vector<Expectation> expectations;
+  for (const Waiver& waiver : report.waivers) {
+    expectations.push_back({waiver.test, waiver.requirement, waiver.adapter, waiver.expected, waiver.reason, waiver.url});
+  }
+  for (TestResult& test : replay.tests) {
+    if (test.actual_status) test.status = *test.actual_status;
+    test.actual_status.reset();
+    test.waiver_reason.clear();
+  }
+  apply_expectations(expectations, replay);
+  return replay;
 }
 
 }  // namespace ortmem::report

@@ -33,6 +33,13 @@ std::string canonical(const nlohmann::json& document) {
   return dump_json(content);  // nlohmann keeps object keys sorted: one text per content
 }
 
+// A member's string value, or "" when it is absent or not a string: a
+// hostile document must not make the check throw.
+std::string text_at(const nlohmann::json& object, const char* key) {
+  const auto found = object.find(key);
+  return found != object.end() && found->is_string() ? found->get<std::string>() : std::string();
+}
+
 std::string trimmed(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) text.pop_back();
   return text;
@@ -115,11 +122,11 @@ std::optional<std::string> check_seal(const nlohmann::json& document,
     return "the report has no integrity section: it was not written by ortmem-cts 0.2 or later, or it was cut";
   }
   const nlohmann::json& integrity = document["integrity"];
-  if (integrity.value("algorithm", "") != "sha256" || !integrity.contains("digest") || !integrity["digest"].is_string()) {
+  if (text_at(integrity, "algorithm") != "sha256" || text_at(integrity, "digest").empty()) {
     return "integrity: expected a sha256 digest";
   }
   const std::string content = canonical(document);
-  if (integrity["digest"].get<std::string>() != sha256_hex(content)) {
+  if (text_at(integrity, "digest") != sha256_hex(content)) {
     return "integrity.digest does not match the content: the report was changed after it was written";
   }
   if (!trusted) return std::nullopt;
@@ -129,8 +136,8 @@ std::optional<std::string> check_seal(const nlohmann::json& document,
   const nlohmann::json& signature = integrity["signature"];
   std::array<unsigned char, 32> signer{};
   std::array<unsigned char, crypto_sign_BYTES> value{};
-  if (signature.value("algorithm", "") != "ed25519" || !from_hex(signature.value("public_key", ""), signer) ||
-      !from_hex(signature.value("value", ""), value)) {
+  if (text_at(signature, "algorithm") != "ed25519" || !from_hex(text_at(signature, "public_key"), signer) ||
+      !from_hex(text_at(signature, "value"), value)) {
     return "integrity.signature: expected an ed25519 public key and value in hex";
   }
   if (signer != *trusted) return "the report is signed by another key than --pubkey";

@@ -53,7 +53,12 @@ Journal::~Journal() {
 }
 
 bool Journal::append(const TestResult& test) {
-  return fd_ >= 0 && write_line(fd_, dump_json({{"test", to_json(test)}}) + '\n');
+  if (fd_ < 0) return false;
+  if (write_line(fd_, dump_json({{"test", to_json(test)}}) + '\n')) return true;
+  // A partial line (a full disk) is only recoverable as the last one: write nothing after it.
+  ::close(fd_);
+  fd_ = -1;
+  return false;
 }
 
 void Journal::remove() {
@@ -74,8 +79,9 @@ Expected<RecoveredRun, std::string> parse_journal(const std::string& text, const
   std::istringstream lines(*content);
   std::string line;
   if (!std::getline(lines, line)) return fail("'" + path + "' is empty: it is not a journal");
-  const auto first = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (first.is_discarded() || !first.is_object() || !first.contains(kMagic)) {
+  const auto parsed_first = parse_untrusted_json(line);
+  const nlohmann::json first = parsed_first ? *parsed_first : nlohmann::json();
+  if (!first.is_object() || !first.contains(kMagic)) {
     return fail("'" + path + "' is not an ortmem-cts journal (its first line has no '" + kMagic + "')");
   }
   if (first[kMagic] != kJournalVersion) {
@@ -92,8 +98,9 @@ Expected<RecoveredRun, std::string> parse_journal(const std::string& text, const
   bool ended_with_newline = content->empty() || content->back() == '\n';
   for (std::size_t number = 2; std::getline(lines, line); ++number) {
     const bool last = lines.peek() == std::char_traits<char>::eof();
-    const auto entry = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (entry.is_discarded() || !entry.is_object() || !entry.contains("test")) {
+    const auto parsed = parse_untrusted_json(line);
+    const nlohmann::json entry = parsed ? *parsed : nlohmann::json();
+    if (!entry.is_object() || !entry.contains("test")) {
       // Only the last line can be torn by a kill; anything earlier is damage.
       if (last && !ended_with_newline) {
         ++recovered.torn_lines;

@@ -34,8 +34,10 @@ RequirementStatus requirement_status(const std::vector<const TestResult*>& tests
     any_waived |= test->status == TestStatus::kWaived;
     all_not_applicable &= test->status == TestStatus::kNotApplicable;
   }
-  if (any_pass) return RequirementStatus::kPass;
+  // A waived failure is still a failure of the rule: another test passing
+  // does not make the requirement pass.
   if (any_waived) return RequirementStatus::kWaived;
+  if (any_pass) return RequirementStatus::kPass;
   if (all_not_applicable) return RequirementStatus::kNotApplicable;
   return RequirementStatus::kNotRun;
 }
@@ -151,9 +153,11 @@ std::vector<TestResult> combine_repeats(const std::vector<TestResult>& runs) {
       // The first failure's details are the ones to show and reproduce.
       const int runs_so_far = test.runs;
       const int failed = test.failed_runs;
+      const double duration = test.duration_s;
       test = run;
       test.runs = runs_so_far;
       test.failed_runs = failed;
+      test.duration_s = duration;
       test.status = TestStatus::kFlaky;
     } else if (test.status != run.status && test.status != TestStatus::kFlaky) {
       test.status = TestStatus::kFlaky;  // failing in different ways is not one stable outcome either

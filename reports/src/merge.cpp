@@ -1,10 +1,11 @@
 #include "ortmem/report/merge.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <set>
 
-#include "ortmem/report/glob.hpp"
+#include "ortmem/report/expectations.hpp"
 
 namespace ortmem::report {
 namespace {
@@ -15,14 +16,20 @@ struct ShardIndex {
 };
 
 std::optional<ShardIndex> shard_of(const Report& report) {
-  const auto slash = report.run.shard.find('/');
   if (report.run.shard.empty()) return ShardIndex{0, 1};
-  if (slash == std::string::npos) return std::nullopt;
-  try {
-    return ShardIndex{std::stoi(report.run.shard.substr(0, slash)), std::stoi(report.run.shard.substr(slash + 1))};
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+  const auto number = [](std::string_view text) -> std::optional<int> {
+    int value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc{} || end != text.data() + text.size() || text.empty()) return std::nullopt;
+    return value;
+  };
+  const std::string_view shard = report.run.shard;
+  const auto slash = shard.find('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  const auto index = number(shard.substr(0, slash));
+  const auto count = number(shard.substr(slash + 1));
+  if (!index || !count || *count < 1 || *index < 0 || *index >= *count) return std::nullopt;
+  return ShardIndex{*index, *count};
 }
 
 // The first field in which `shard` is not of the same run as `first`, or empty.
@@ -105,28 +112,16 @@ Expected<Report, std::string> merge_shards(std::vector<Report> shards, const std
     merged.run.scope.filtered |= shard->run.scope.filtered;
     merged.run.scope.incomplete |= shard->run.scope.incomplete;
     if (!shard->run.interruption.empty()) interruptions.push_back("shard " + shard->run.shard + ": " + shard->run.interruption);
-    // The same expectations ran in every shard; one shard's record of an
-    // entry is combined with the others'.
-    for (std::size_t i = 0; i < shard->waivers.size(); ++i) {
-      if (merged.waivers.size() <= i) {
-        merged.waivers.push_back(shard->waivers[i]);
-        merged.waivers[i].tests.clear();
-        merged.waivers[i].state = "stale";
-      }
-      Waiver& combined = merged.waivers[i];
-      combined.tests.insert(combined.tests.end(), shard->waivers[i].tests.begin(), shard->waivers[i].tests.end());
-      static const std::map<std::string, int> kStrength = {
-          {"stale", 0}, {"unexpected-pass", 1}, {"other-outcome", 2}, {"applied", 3}};
-      if (kStrength.at(shard->waivers[i].state) > kStrength.at(combined.state)) combined.state = shard->waivers[i].state;
-    }
+    if (shard->waivers.size() != first.waivers.size()) return fail(std::string("the shards ran with different expectations"));
   }
-  const int missing = first_shard->count - static_cast<int>(by_index.size());
-  if (missing > 0) {
-    merged.run.scope.subset = true;
-    interruptions.push_back(std::to_string(missing) + " of " + std::to_string(first_shard->count) + " shards missing");
-  }
+  // The same expectations ran in every shard: applied again to the merged
+  // results they give each entry's tests in run order and its state over the whole run.
+  merged.waivers = first.waivers;
+  merged = replay_waivers(merged);
+  // A missing shard leaves tests out by design of the merge, as a filter would: partial.
+  if (static_cast<int>(by_index.size()) < first_shard->count) merged.run.scope.subset = true;
+  merged.run.interruption.clear();
   for (const auto& part : interruptions) merged.run.interruption += (merged.run.interruption.empty() ? "" : "; ") + part;
-  if (missing > 0 && !merged.run.scope.incomplete) merged.run.interruption.clear();
   merged.run.command_line = "ortmem-cts report merge (" + std::to_string(by_index.size()) + " shards)";
   judge_report(spec, merged);
   return merged;

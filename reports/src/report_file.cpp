@@ -149,13 +149,9 @@ std::string sealed_report_text(const Report& report, const std::optional<Signing
 Expected<Report, std::string> read_report_file(const std::string& path) {
   auto content = read_regular_file(path);
   if (!content) return fail(content.error());
-  nlohmann::json document;
-  try {
-    document = nlohmann::json::parse(*content);
-  } catch (const nlohmann::json::parse_error& error) {
-    return fail("'" + path + "' is not JSON: " + error.what());
-  }
-  auto report = report_from_json(document);
+  const auto document = parse_untrusted_json(*content);
+  if (!document) return fail("'" + path + "': " + document.error());
+  auto report = report_from_json(*document);
   if (!report) return fail("'" + path + "': " + report.error());
   return report;
 }

@@ -1,5 +1,7 @@
 #include "ortmem/report/report_json.hpp"
 
+#include <climits>
+#include <set>
 #include <utility>
 
 namespace ortmem::report {
@@ -39,6 +41,14 @@ class Fields {
     const json& value = at(key);
     if (!value.is_number_integer()) throw ReadError{path(key) + ": expected an integer"};
     return value.get<std::int64_t>();
+  }
+  // A count, line or size that fits an int: never silently truncated.
+  [[nodiscard]] int small_integer(const char* key, int minimum) const {
+    const std::int64_t value = integer(key);
+    if (value < minimum || value > INT_MAX) {
+      throw ReadError{path(key) + ": " + std::to_string(value) + " is out of range"};
+    }
+    return static_cast<int>(value);
   }
   [[nodiscard]] std::uint64_t unsigned_integer(const char* key) const {
     const json& value = at(key);
@@ -96,18 +106,23 @@ TestResult read_test(const json& object, const std::string& path) {
   const json& failures = fields.array("failures");
   for (std::size_t i = 0; i < failures.size(); ++i) {
     const Fields failure(failures[i], indexed(fields.path("failures"), i));
-    test.failures.push_back({failure.string("file"), static_cast<int>(failure.integer("line")), failure.string("message")});
+    test.failures.push_back({failure.string("file"), failure.small_integer("line", 0), failure.string("message")});
   }
   test.skip_reason = fields.optional_string("skip_reason");
   if (fields.has("seed")) test.seed = fields.unsigned_integer("seed");
   if (fields.has("reproduce")) test.reproduce = fields.string("reproduce");
   if (fields.has("runs")) {
-    test.runs = static_cast<int>(fields.integer("runs"));
-    test.failed_runs = static_cast<int>(fields.integer("failed_runs"));
+    test.runs = fields.small_integer("runs", 1);
+    test.failed_runs = fields.small_integer("failed_runs", 0);
+    if (test.failed_runs > test.runs) throw ReadError{fields.path("failed_runs") + ": more than runs"};
   }
-  if (fields.has("actual_status")) {
+  if (test.status == TestStatus::kWaived || fields.has("actual_status")) {
+    // A waived test must say what really happened; only a failure is waived.
     test.actual_status = fields.status<TestStatus>("actual_status", test_status_named, "a test status");
     test.waiver_reason = fields.string("waiver_reason");
+    if (test.status != TestStatus::kWaived || !is_failure(*test.actual_status)) {
+      throw ReadError{fields.path("actual_status") + ": only a waived test has one, and it is a failure"};
+    }
   }
   return test;
 }
@@ -136,7 +151,7 @@ Report read_report(const json& document) {
   const Fields environment(root.at("environment"), "environment");
   report.environment = {environment.string("os"),  environment.string("kernel"),
                         environment.optional_string("machine"), environment.string("cpu"),
-                        environment.has("cpus") ? static_cast<long>(environment.integer("cpus")) : 0,
+                        environment.has("cpus") ? environment.small_integer("cpus", 0) : 0,
                         environment.string("compiler")};
 
   const Fields run(root.at("run"), "run");
@@ -150,9 +165,9 @@ Report read_report(const json& document) {
   section.profiles = run.strings("profiles");
   section.shard = run.optional_string("shard");
   section.isolation = run.string("isolation");
-  if (run.has("jobs")) section.jobs = static_cast<int>(run.integer("jobs"));
+  if (run.has("jobs")) section.jobs = run.small_integer("jobs", 1);
   if (run.has("timeout_s")) section.timeout_s = run.number("timeout_s");
-  if (run.has("repeat")) section.repeat = static_cast<int>(run.integer("repeat"));
+  if (run.has("repeat")) section.repeat = run.small_integer("repeat", 1);
   if (run.has("stress")) section.stress = run.boolean("stress");
   section.command_line = run.string("command_line");
   if (run.has("scope")) {
@@ -174,8 +189,7 @@ Report read_report(const json& document) {
     const Fields counts(profile.at("counts"), profile.path("counts"));
     for (const auto& [status, count] : profile.at("counts").items()) {
       if (!requirement_status_named(status)) throw ReadError{counts.path(status.c_str()) + ": not a requirement status"};
-      if (!count.is_number_integer() || count.get<std::int64_t>() < 0) throw ReadError{counts.path(status.c_str()) + ": expected a count"};
-      entry.counts[status] = count.get<int>();
+      entry.counts[status] = counts.small_integer(status.c_str(), 0);
     }
     report.judgement.verdict.profiles.push_back(std::move(entry));
   }
@@ -195,14 +209,62 @@ Report read_report(const json& document) {
   const json& waivers = root.array("waivers");
   for (std::size_t i = 0; i < waivers.size(); ++i) {
     const Fields waiver(waivers[i], indexed("waivers", i));
-    report.waivers.push_back({waiver.string("test"), waiver.string("requirement"), waiver.string("adapter"),
-                              waiver.string("expected"), waiver.string("reason"), waiver.optional_string("url"),
-                              waiver.string("state"), waiver.strings("tests")});
+    static const std::set<std::string> kExpected = {"fail", "crash", "timeout", "error", "failure"};
+    static const std::set<std::string> kStates = {"applied", "unexpected-pass", "other-outcome", "stale"};
+    Waiver entry{waiver.string("test"),   waiver.string("requirement"), waiver.string("adapter"),
+                 waiver.string("expected"), waiver.string("reason"),    waiver.optional_string("url"),
+                 waiver.string("state"),  waiver.strings("tests")};
+    if (!kExpected.contains(entry.expected)) throw ReadError{waiver.path("expected") + ": '" + entry.expected + "' is not a failure kind"};
+    if (!kStates.contains(entry.state)) throw ReadError{waiver.path("state") + ": '" + entry.state + "' is not a waiver state"};
+    report.waivers.push_back(std::move(entry));
   }
   return report;
 }
 
 }  // namespace
+
+Expected<json, std::string> parse_untrusted_json(std::string_view text) {
+  constexpr int kMaxDepth = 64;
+  // Depth first, with a linear scan: the parser itself would build the whole
+  // bomb before a callback could see its depth.
+  int depth = 0;
+  bool in_string = false;
+  std::size_t line = 1;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') ++line;
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxDepth) return fail("line " + std::to_string(line) + ": nested more than 64 levels deep");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  struct DuplicateKey {
+    std::string key;
+  };
+  std::vector<std::set<std::string>> keys;
+  const auto refuse_duplicates = [&keys](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second) {
+      throw DuplicateKey{parsed.get<std::string>()};
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, refuse_duplicates);
+  } catch (const DuplicateKey& duplicate) {
+    return fail("the key '" + duplicate.key + "' appears twice in one object");
+  } catch (const json::exception& error) {
+    // parse_error, and out_of_range for a number past a double (3e+9999).
+    return fail(std::string("not JSON: ") + error.what());
+  }
+}
 
 std::string dump_json(const json& document, int indent) {
   return document.dump(indent, ' ', /*ensure_ascii=*/false, json::error_handler_t::replace);

@@ -82,18 +82,7 @@ void check_against_spec(const Report& report, const std::vector<SpecRequirement>
 // The waivers must be what the report's own expectations make of its real
 // results: re-applied to the unwaived tests, they give the same tests and states.
 void check_waivers(const Report& report, std::vector<std::string>& problems) {
-  Report replay = report;
-  replay.waivers.clear();
-  std::vector<Expectation> expectations;
-  for (const Waiver& waiver : report.waivers) {
-    expectations.push_back({waiver.test, waiver.requirement, waiver.adapter, waiver.expected, waiver.reason, waiver.url});
-  }
-  for (TestResult& test : replay.tests) {
-    if (test.actual_status) test.status = *test.actual_status;
-    test.actual_status.reset();
-    test.waiver_reason.clear();
-  }
-  apply_expectations(expectations, replay);
+  const Report replay = replay_waivers(report);
   for (std::size_t i = 0; i < report.tests.size(); ++i) {
     if (report.tests[i].status != replay.tests[i].status) {
       problems.push_back("test " + report.tests[i].id + " is " + to_string(report.tests[i].status) + ", but its waivers make it " +

@@ -132,6 +132,16 @@ TEST(Judge, EveryRequirementOfTheSpecIsListedWhateverRan) {
   EXPECT_EQ(judgement.verdict.overall, ProfileResult::kPartial);
 }
 
+TEST(Judge, AWaivedFailureIsNotHiddenByAnotherTestPassing) {
+  auto tests = kAllPassing;
+  TestResult waived = test("w", {"ALLOC-001"}, TestStatus::kWaived);
+  waived.actual_status = TestStatus::kFail;
+  tests.push_back(waived);
+  const auto judgement = judge(kSpec, tests, {"core", "pins"}, Scope{});
+  EXPECT_EQ(judgement.requirements[0].status, RequirementStatus::kWaived);
+  EXPECT_EQ(judgement.verdict.overall, ProfileResult::kWaived);
+}
+
 TEST(Judge, DeclaredProfilesFollowTheCapabilitiesInReportOrder) {
   EXPECT_EQ(declared_profiles({"shared-mapping", "context-pins", "fault-injection"}),
             (std::vector<std::string>{"core", "pins", "shared"}));

@@ -139,7 +139,7 @@ TEST_F(ReportFiles, ADeviceNodeIsNeverReplaced) {
 TEST_F(ReportFiles, ReadingRefusesWhatIsNotAReportFile) {
   EXPECT_NE(read_report_file("/dev/zero").error().find("not a regular file"), std::string::npos);
   std::ofstream(dir_ / "bad.json") << "{\"schema\": ";
-  EXPECT_NE(read_report_file((dir_ / "bad.json").string()).error().find("is not JSON"), std::string::npos);
+  EXPECT_NE(read_report_file((dir_ / "bad.json").string()).error().find("not JSON"), std::string::npos);
   const auto path = (dir_ / "good.json").string();
   ASSERT_EQ(write_report_file(path, sample_report()), std::nullopt);
   EXPECT_TRUE(read_report_file(path));
@@ -184,6 +184,43 @@ TEST_F(ReportFiles, AJournalIsNeverWrittenThroughAPlantedSymlink) {
   EXPECT_EQ(*read_regular_file(victim.string()), "precious");
   journal->remove();
   EXPECT_EQ(entries(), std::set<std::string>{"victim"});
+}
+
+}  // namespace
+}  // namespace ortmem::report
+
+namespace ortmem::report {
+namespace {
+
+TEST(ReportJson, UntrustedJsonRefusesRecursionBombsAndDuplicateKeys) {
+  EXPECT_TRUE(parse_untrusted_json(std::string(64, '[') + std::string(64, ']')));
+  EXPECT_NE(parse_untrusted_json(std::string(65, '[') + std::string(65, ']')).error().find("nested more than 64"),
+            std::string::npos);
+  EXPECT_TRUE(parse_untrusted_json(R"({"a": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["})"))
+      << "brackets inside strings do not nest";
+  EXPECT_EQ(parse_untrusted_json(R"({"verdict": 1, "x": {"verdict": 2}, "verdict": 3})").error(),
+            "the key 'verdict' appears twice in one object");
+  EXPECT_TRUE(parse_untrusted_json(R"({"a": {"k": 1}, "b": {"k": 2}})")) << "the same key in two objects is fine";
+  // Found by the fuzzer: a number past a double made the parser throw.
+  EXPECT_EQ(parse_untrusted_json("1e315").error().rfind("not JSON", 0), 0U);
+}
+
+TEST(ReportJson, NumbersThatDoNotFitAreRefusedNotTruncated) {
+  auto document = to_json(sample_report());
+  document["verdict"]["profiles"][0]["counts"]["pass"] = 4294967301LL;
+  EXPECT_NE(report_from_json(document).error().find("out of range"), std::string::npos);
+  document = to_json(sample_report());
+  document["tests"][0]["failures"][0]["line"] = -1;
+  EXPECT_NE(report_from_json(document).error().find("out of range"), std::string::npos);
+}
+
+TEST(ReportJson, AWaivedTestMustSayWhatReallyHappened) {
+  auto document = to_json(sample_report());
+  document["tests"][0]["status"] = "waived";
+  EXPECT_EQ(report_from_json(document).error(), "tests[0] has no 'actual_status'");
+  document["tests"][0]["actual_status"] = "pass";
+  document["tests"][0]["waiver_reason"] = "r";
+  EXPECT_NE(report_from_json(document).error().find("it is a failure"), std::string::npos);
 }
 
 }  // namespace

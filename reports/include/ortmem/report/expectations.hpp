@@ -49,4 +49,9 @@ struct Expectation {
 // report.waivers. Call before judge_report().
 void apply_expectations(const std::vector<Expectation>& expectations, Report& report);
 
+// The report with its own waivers applied afresh to its real results (each
+// waived test back to its actual status first): what merge records and what
+// verify compares with.
+[[nodiscard]] Report replay_waivers(const Report& report);
+
 }  // namespace ortmem::report

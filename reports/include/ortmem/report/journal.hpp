@@ -5,9 +5,12 @@
 // saying what is being certified (the report so far, without tests), then one
 // line per finished test, each written with a single write() so a kill leaves
 // at most the last line torn. When the report is written the journal is
-// removed. If the runner dies first (SIGKILL, a power cut, a crash of the
-// runner itself), `ortmem-cts report recover PATH.journal` turns it into a
-// valid report marked incomplete; a torn last line is dropped and counted.
+// removed. If the runner dies first (SIGKILL, a crash of the runner itself),
+// `ortmem-cts report recover PATH.journal` turns it into a valid report
+// marked incomplete; a torn last line is dropped and counted. Lines are not
+// fsynced one by one (that would cost a disk flush per test): after a power
+// cut the journal holds what the kernel had written back. After a failed
+// write nothing more is appended, so a torn line is always the last.
 //
 // A Journal has one writer; it is not safe to append from two threads.
 #pragma once

@@ -17,6 +17,12 @@
 
 namespace ortmem::report {
 
+// Parses JSON from outside: more than 64 levels of nesting (a recursion bomb
+// for every later walk of the document) and an object with a key twice (where
+// readers disagree on which one counts, so a signed document could say two
+// things) are errors, as is text that is not JSON. Errors say where.
+[[nodiscard]] Expected<nlohmann::json, std::string> parse_untrusted_json(std::string_view text);
+
 [[nodiscard]] nlohmann::json to_json(const Report& report);
 [[nodiscard]] Expected<Report, std::string> report_from_json(const nlohmann::json& document);
 

@@ -30,6 +30,7 @@
 #include "isolated_run.hpp"
 #include "ortmem/report/report_json.hpp"
 #include "result_collector.hpp"
+#include "report_commands.hpp"
 #include "run.hpp"
 #include "test_selection.hpp"
 

@@ -75,15 +75,6 @@ report::KitSection kit_section() {
           ORTMEM_BUILD_TYPE, ""};
 }
 
-std::optional<std::string> load_signing_key(const std::optional<std::string>& path,
-                                            std::optional<report::SigningKey>& key) {
-  if (!path) return std::nullopt;
-  auto read = report::read_signing_key(*path);
-  if (!read) return "--sign: " + read.error();
-  key = *read;
-  return std::nullopt;
-}
-
 report::AdapterSection adapter_section(const AdapterInfo& info) {
   std::vector<std::string> capabilities;
   for (Capability capability : info.capabilities) capabilities.emplace_back(capability_name(capability));
@@ -99,46 +90,6 @@ std::string isolation_name(Isolation isolation) {
   return "group";
 }
 
-void print_summary(const report::Report& result, std::ostream& out) {
-  const report::Judgement& judgement = result.judgement;
-  out << "verdict: " << to_string(judgement.verdict.overall);
-  if (!result.run.interruption.empty()) out << " (" << result.run.interruption << ")";
-  out << '\n';
-  for (const auto& profile : judgement.verdict.profiles) {
-    out << "  " << profile.name << ": " << to_string(profile.result);
-    for (const auto& [status, count] : profile.counts) out << "  " << status << " " << count;
-    if (!profile.note.empty()) out << "  (" << profile.note << ")";
-    out << '\n';
-  }
-  for (const auto& requirement : judgement.requirements) {
-    if (requirement.status != report::RequirementStatus::kFail) continue;
-    std::string first_failure;
-    for (const auto& test : result.tests) {
-      const bool names = std::find(test.requirements.begin(), test.requirements.end(), requirement.requirement.id) !=
-                         test.requirements.end();
-      if (names && !test.failures.empty()) {
-        const auto& failure = test.failures.front();
-        first_failure = test.id + ": " + (failure.file.empty() ? "" : failure.file + ":" + std::to_string(failure.line) + ": ") +
-                        failure.message.substr(0, 300);
-        break;
-      }
-    }
-    out << "  FAIL " << requirement.requirement.id << " (" << requirement.requirement.title << ") " << first_failure
-        << '\n';
-  }
-  for (const auto& waiver : result.waivers) {
-    if (waiver.state == "applied") continue;
-    out << "  expectation " << (waiver.requirement.empty() ? waiver.test : waiver.requirement) << " is " << waiver.state
-        << (waiver.state == "stale" ? ": it names no test of this run" : waiver.state == "unexpected-pass" ? ": remove it" : "")
-        << " (" << waiver.reason << ")\n";
-  }
-  for (const auto& test : result.tests) {
-    if (report::is_failure(test.status) && test.reproduce) {
-      out << "  reproduce " << test.id << " (" << to_string(test.status) << "): " << *test.reproduce << '\n';
-    }
-  }
-}
-
 // Everything known before the first test runs.
 struct RunContext {
   const RunOptions& options;
@@ -146,19 +97,11 @@ struct RunContext {
   Clock::time_point started;
   RunRecorder* recorder = nullptr;
   std::optional<report::SigningKey> signing_key;
-  std::vector<report::Expectation> expectations;
   // Hashing the runner takes as long as certifying a host adapter, so it runs beside the tests.
   std::shared_future<std::string> binary_sha256;
 };
 
 bool report_to_stdout(const RunOptions& options) { return options.report_path == "-"; }
-
-// Writes `content` to `path`, or to stdout for "-"; returns an error message.
-std::optional<std::string> write_output(const std::string& path, const std::string& content) {
-  if (path != "-") return report::write_file_atomically(path, content);
-  std::cout << content;
-  return std::nullopt;
-}
 
 // The JUnit and CTRF views the run was asked for; the first error, if any.
 std::optional<std::string> write_views(const RunOptions& options, const report::Report& result) {
@@ -189,7 +132,8 @@ int finish(const RunContext& context, std::vector<report::TestResult> tests, con
   result.run.scope.incomplete = !interruption.empty();
   result.run.interruption = interruption;
   result.kit.binary_sha256 = context.binary_sha256.get();
-  report::apply_expectations(context.expectations, result);
+  // The expectations travel in the header's waivers (so a journal keeps them too).
+  result = report::replay_waivers(result);
   report::judge_report(spec_catalog().requirements, result);
 
   std::ostream& out = report_to_stdout(options) ? std::cerr : std::cout;
@@ -289,23 +233,6 @@ int run_isolated_mode(RunContext& context, const std::vector<std::string>& tests
 
 }  // namespace
 
-int exit_code_for(report::ProfileResult overall) {
-  switch (overall) {
-    case report::ProfileResult::kConformant:
-    case report::ProfileResult::kWaived: return kExitConformant;
-    case report::ProfileResult::kNotConformant: return kExitNotConformant;
-    case report::ProfileResult::kPartial:
-    case report::ProfileResult::kNotRun:
-    case report::ProfileResult::kIncomplete: return kExitIncomplete;
-  }
-  return kExitIncomplete;
-}
-
-int usage_error(const std::string& reason) {
-  std::cerr << "ortmem-cts: " << reason << '\n';
-  return kExitUsage;
-}
-
 int run(const RunOptions& options) {
   auto adapter = make_adapter(options.adapter);
   if (!adapter) {
@@ -361,9 +288,8 @@ int run(const RunOptions& options) {
                        "see `ortmem-cts list tests --adapter " + options.adapter + "`");
   }
 
-  RunContext context{options, {}, Clock::now(), nullptr, std::nullopt, {}, {}};
+  RunContext context{options, {}, Clock::now(), nullptr, std::nullopt, {}};
   context.signing_key = signing_key;
-  context.expectations = std::move(expectations);
   context.binary_sha256 = std::async(std::launch::async, [] {
                             auto digest = report::sha256_of_file("/proc/self/exe");
                             return digest ? *digest : std::string("unknown: ") + digest.error();
@@ -387,6 +313,10 @@ int run(const RunOptions& options) {
   header.run.command_line = join(options.command_line, " ");
   header.run.scope.subset = selection.subset;
   header.run.scope.filtered = selection.filtered;
+  for (const report::Expectation& expectation : expectations) {
+    header.waivers.push_back({expectation.test, expectation.requirement, expectation.adapter, expectation.status,
+                              expectation.reason, expectation.url, "stale", {}});
+  }
 
   std::optional<report::Journal> journal;
   if (options.report_path && !report_to_stdout(options)) {
@@ -425,133 +355,6 @@ int run_child(const ChildOptions& options, char* program) {
   if (options.stress) load.emplace();
   [[maybe_unused]] const int gtest_status = RUN_ALL_TESTS();
   return 0;
-}
-
-int recover(const std::string& journal_path, const std::optional<std::string>& report_path,
-            const std::optional<std::string>& signing_key_path) {
-  std::optional<report::SigningKey> signing_key;
-  if (auto problem = load_signing_key(signing_key_path, signing_key)) return usage_error(*problem);
-  auto recovered = report::read_journal(journal_path);
-  if (!recovered) return usage_error(recovered.error());
-  // The journal names its report, but a journal is only a file: it may say
-  // anything. Its own report is written only where the journal sits beside
-  // it, as the runner left it; anywhere else needs --report.
-  if (!report_path && report::journal_path_for(recovered->report_path) != journal_path) {
-    return usage_error("the journal names the report '" + recovered->report_path + "', which is not beside it ('" +
-                       journal_path + "'); give --report FILE");
-  }
-  const std::string target = report_path.value_or(recovered->report_path);
-  if (auto problem = report::check_output_path(target, "--report")) return usage_error(*problem);
-  report::Report& result = recovered->report;
-  result.tests = report::combine_repeats(result.tests);
-  result.run.scope.incomplete = true;
-  result.run.interruption = "the runner stopped before finishing; recovered from " + journal_path + " with " +
-                            std::to_string(result.tests.size()) + " finished tests" +
-                            (recovered->torn_lines > 0 ? " (a torn last line was dropped)" : "");
-  report::judge_report(spec_catalog().requirements, result);
-  print_summary(result, target == "-" ? std::cerr : std::cout);
-  if (target == "-") {
-    std::cout << report::sealed_report_text(result, signing_key);
-  } else {
-    if (auto error = report::write_report_file(target, result, signing_key)) return usage_error(*error);
-    std::cout << "report: " << target << '\n';
-    // Everything the journal held is in the report now.
-    if (target == recovered->report_path) std::remove(journal_path.c_str());
-  }
-  return exit_code_for(result.judgement.verdict.overall);
-}
-
-int verify(const std::string& report_path, const std::optional<std::string>& public_key_path) {
-  std::optional<std::array<unsigned char, 32>> trusted;
-  if (public_key_path) {
-    auto key = report::read_public_key(*public_key_path);
-    if (!key) return usage_error("--pubkey: " + key.error());
-    trusted = *key;
-  }
-  auto content = report::read_regular_file(report_path);
-  if (!content) return usage_error(content.error());
-  const auto document = report::parse_untrusted_json(*content);
-  if (!document) return usage_error("'" + report_path + "': " + document.error());
-  const SpecCatalog& catalog = spec_catalog();
-  const report::Verification verification =
-      report::verify_report(*document, catalog.requirements, catalog.version, trusted);
-  for (const auto& warning : verification.warnings) std::cout << "warning: " << warning << '\n';
-  if (!verification.ok()) {
-    for (const auto& problem : verification.problems) std::cout << "problem: " << problem << '\n';
-    std::cerr << "ortmem-cts: " << report_path << " does not verify (" << verification.problems.size() << " problems)\n";
-    return kExitNotConformant;
-  }
-  const report::Report& verified = *verification.report;
-  std::cout << "verified: " << report_path << ": adapter " << verified.adapter.name << ", verdict "
-            << to_string(verified.judgement.verdict.overall) << ", spec " << verified.kit.spec_version << ", "
-            << verified.tests.size() << " tests" << (trusted ? ", signed by the given key" : ", digest only") << '\n';
-  return kExitConformant;
-}
-
-int merge(const std::vector<std::string>& shard_paths, const std::string& report_path) {
-  if (auto problem = report::check_output_path(report_path, "--report")) return usage_error(*problem);
-  std::vector<report::Report> shards;
-  for (const auto& path : shard_paths) {
-    auto shard = report::read_report_file(path);
-    if (!shard) return usage_error(shard.error());
-    shards.push_back(std::move(*shard));
-  }
-  auto merged = report::merge_shards(std::move(shards), spec_catalog().requirements);
-  if (!merged) return usage_error(merged.error());
-  std::ostream& out = report_path == "-" ? std::cerr : std::cout;
-  print_summary(*merged, out);
-  if (auto error = write_output(report_path, report::sealed_report_text(*merged))) return usage_error(*error);
-  if (report_path != "-") out << "report: " << report_path << '\n';
-  return exit_code_for(merged->judgement.verdict.overall);
-}
-
-int diff(const std::string& base_path, const std::string& next_path) {
-  auto base = report::read_report_file(base_path);
-  if (!base) return usage_error(base.error());
-  auto next = report::read_report_file(next_path);
-  if (!next) return usage_error(next.error());
-  if (base->adapter.name != next->adapter.name) {
-    return usage_error("the reports are of different adapters ('" + base->adapter.name + "' and '" + next->adapter.name +
-                       "'): diff compares two runs of one adapter");
-  }
-  const report::ReportDiff changes = report::diff_reports(*base, *next);
-  for (const auto& [title, lines] : {std::pair{"regression", &changes.regressions}, std::pair{"fix", &changes.fixes},
-                                     std::pair{"new", &changes.new_tests}, std::pair{"removed", &changes.removed_tests}}) {
-    for (const auto& line : *lines) std::cout << title << ": " << line << '\n';
-  }
-  std::cout << changes.regressions.size() << " regressions, " << changes.fixes.size() << " fixes, "
-            << changes.new_tests.size() << " new tests, " << changes.removed_tests.size() << " removed tests\n";
-  return changes.regressed() ? kExitNotConformant : kExitConformant;
-}
-
-int render(const std::string& report_path, const std::string& format, const std::optional<std::string>& output) {
-  if (output) {
-    if (auto problem = report::check_output_path(*output, "--output")) return usage_error(*problem);
-  }
-  auto read = report::read_report_file(report_path);
-  if (!read) return usage_error(read.error());
-  const std::string content = format == "html" ? report::render_html(*read) : report::render_markdown(*read);
-  if (auto error = write_output(output.value_or("-"), content)) return usage_error("--output: " + *error);
-  return kExitConformant;
-}
-
-int keygen(const std::string& secret_path, const std::string& public_path) {
-  for (const auto& [path, option] : {std::pair{secret_path, "--secret"}, std::pair{public_path, "--public"}}) {
-    if (path == "-") return usage_error(std::string(option) + " needs a file path");
-    if (auto problem = report::check_output_path(path, option)) return usage_error(*problem);
-  }
-  auto key = report::generate_signing_key();
-  if (!key) return usage_error(key.error());
-  // Created 0600 and never over an existing file: a secret is not replaced by accident, nor readable for a moment.
-  const int fd = ::open(secret_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return usage_error("--secret '" + secret_path + "': " + std::strerror(errno) + " (an existing key is never overwritten)");
-  const std::string secret = report::secret_key_text(*key);
-  const bool written = ::write(fd, secret.data(), secret.size()) == static_cast<ssize_t>(secret.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!written) return usage_error("--secret '" + secret_path + "': cannot write the key");
-  if (auto error = report::write_file_atomically(public_path, report::public_key_text(*key))) return usage_error(*error);
-  std::cout << "secret key: " << secret_path << " (keep it private)\npublic key: " << public_path << '\n';
-  return kExitConformant;
 }
 
 }  // namespace ortmem::cts

@@ -10,10 +10,7 @@
 // PATH.journal collects every finished test, so an interrupt or a kill never
 // leaves an older report looking current and loses nothing that finished.
 //
-// Exit status (rank order for "the worst of several runs": 2 > 1 > 3 > 0):
-//   0 conformant; 1 not conformant; 2 usage or infrastructure error;
-//   3 incomplete or partial (a filter, profile selection or shard; an
-//     interrupted run; nothing judged).
+// Exit status: see run_output.hpp.
 #pragma once
 
 #include <cstdint>
@@ -22,16 +19,10 @@
 #include <vector>
 
 #include "ortmem/report/report.hpp"
+#include "run_output.hpp"
 #include "test_selection.hpp"
 
 namespace ortmem::cts {
-
-inline constexpr int kExitConformant = 0;
-inline constexpr int kExitNotConformant = 1;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitIncomplete = 3;
-
-[[nodiscard]] int exit_code_for(report::ProfileResult overall);
 
 enum class Isolation { kNone, kGroup, kTest };
 
@@ -70,21 +61,5 @@ struct ChildOptions {
 };
 [[nodiscard]] int run_child(const ChildOptions& options, char* program);
 
-// `ortmem-cts report recover JOURNAL [--report FILE] [--sign KEY]`.
-[[nodiscard]] int recover(const std::string& journal, const std::optional<std::string>& report_path,
-                          const std::optional<std::string>& signing_key_path);
-// `ortmem-cts report verify FILE [--pubkey KEY]`: 0 verified, 1 not, 2 unreadable.
-[[nodiscard]] int verify(const std::string& report_path, const std::optional<std::string>& public_key_path);
-// `ortmem-cts report merge SHARD... --report FILE`: the exit status of the merged verdict.
-[[nodiscard]] int merge(const std::vector<std::string>& shard_paths, const std::string& report_path);
-// `ortmem-cts report diff BASE NEW`: 0 no regression, 1 regressions, 2 unreadable.
-[[nodiscard]] int diff(const std::string& base_path, const std::string& next_path);
-// `ortmem-cts report render REPORT --format md|html [--output FILE]`.
-[[nodiscard]] int render(const std::string& report_path, const std::string& format, const std::optional<std::string>& output);
-// `ortmem-cts report keygen --secret FILE --public FILE`.
-[[nodiscard]] int keygen(const std::string& secret_path, const std::string& public_path);
-
-// Prints "ortmem-cts: <reason>" on stderr and returns the usage exit status.
-int usage_error(const std::string& reason);
 
 }  // namespace ortmem::cts

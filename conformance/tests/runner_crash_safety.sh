@@ -87,7 +87,9 @@ PY
 # Starts a run that hangs in its allocator tests while the other suites finish,
 # and waits until the journal holds finished tests.
 start_hanging_run() {  # REPORT
-  "$runner" run --adapter double:hangs-on-allocate --timeout 120 --jobs 2 --quiet --report "$1" >"$1.out" 2>&1 &
+  echo '{"expectations": [{"requirement": "ALLOC-007", "reason": "kept through a kill"}]}' >"$scratch/expect.json"
+  "$runner" run --adapter double:hangs-on-allocate --timeout 120 --jobs 2 --quiet --expectations "$scratch/expect.json" \
+    --report "$1" >"$1.out" 2>&1 &
   pid=$!
   for _ in $(seq 200); do
     [[ -f $1.journal && $(wc -l <"$1.journal") -ge 3 ]] && return 0
@@ -125,6 +127,7 @@ validate "$scratch/kill.json" incomplete || fail "recover: not a valid incomplet
 import json, sys
 report = json.load(open(sys.argv[1]))
 assert len(report["tests"]) >= 2 and "recovered from" in report["run"]["interruption"], report["run"]
+assert [w["reason"] for w in report["waivers"]] == ["kept through a kill"], report["waivers"]
 PY
 [[ ! -e $scratch/kill.json.journal ]] || fail "recover: the journal was left behind"
 code=0

@@ -1,17 +1,13 @@
 #include "run.hpp"
 
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <future>
 #include <cstdlib>
+#include <future>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -28,10 +24,8 @@
 #include "ortmem/report/formats.hpp"
 #include "ortmem/report/integrity.hpp"
 #include "ortmem/report/journal.hpp"
-#include "ortmem/report/merge.hpp"
 #include "ortmem/report/report_file.hpp"
 #include "ortmem/report/report_json.hpp"
-#include "ortmem/report/verify.hpp"
 #include "result_collector.hpp"
 #include "run_recorder.hpp"
 #include "stress_load.hpp"

@@ -137,7 +137,7 @@ class Scheduler {
         timeout_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(plan.timeout_s))) {
     for (const auto& tests : plan.groups) {
       if (tests.empty()) continue;
-      queue_.push_back({std::string(tests.front().substr(0, tests.front().find('.'))), {tests.begin(), tests.end()}});
+      queue_.push_back({std::string(report::suite_of(tests.front())), {tests.begin(), tests.end()}});
     }
   }
 

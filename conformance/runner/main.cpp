@@ -28,18 +28,12 @@
 #include "ortmem/cts/spec_catalog.hpp"
 #include "inherited_settings.hpp"
 #include "isolated_run.hpp"
+#include "kit_identity.hpp"
 #include "ortmem/report/report_json.hpp"
 #include "result_collector.hpp"
 #include "report_commands.hpp"
 #include "run.hpp"
 #include "test_selection.hpp"
-
-#ifndef ORTMEM_KIT_VERSION
-#define ORTMEM_KIT_VERSION "unknown"
-#endif
-#ifndef ORTMEM_GIT_SHA
-#define ORTMEM_GIT_SHA "unknown"
-#endif
 
 namespace ortmem::cts {
 namespace {
@@ -103,8 +97,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"ortmem-cts: conformance test kit for the ortmem memory contracts"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("ortmem-cts ") + ORTMEM_KIT_VERSION + " (git " + ORTMEM_GIT_SHA +
-                                        ", spec " + spec_catalog().version + ")");
+  app.set_version_flag("--version", version_line());
 
   auto* list = app.add_subcommand("list", "list adapters, requirements or tests");
   std::string what;

@@ -18,6 +18,7 @@
 #include "environment.hpp"
 #include "inherited_settings.hpp"
 #include "isolated_run.hpp"
+#include "kit_identity.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/cts/spec_catalog.hpp"
 #include "ortmem/report/expectations.hpp"
@@ -29,19 +30,6 @@
 #include "result_collector.hpp"
 #include "run_recorder.hpp"
 #include "stress_load.hpp"
-
-#ifndef ORTMEM_KIT_VERSION
-#define ORTMEM_KIT_VERSION "unknown"
-#endif
-#ifndef ORTMEM_GIT_SHA
-#define ORTMEM_GIT_SHA "unknown"
-#endif
-#ifndef ORTMEM_GIT_DIRTY
-#define ORTMEM_GIT_DIRTY 1
-#endif
-#ifndef ORTMEM_BUILD_TYPE
-#define ORTMEM_BUILD_TYPE "unknown"
-#endif
 
 namespace ortmem::cts {
 namespace {
@@ -62,11 +50,6 @@ std::string profile_of_requirement(std::string_view id) {
   }();
   const auto found = profiles.find(id);
   return found == profiles.end() ? "" : found->second;
-}
-
-report::KitSection kit_section() {
-  return {"ortmem-cts", ORTMEM_KIT_VERSION, ORTMEM_GIT_SHA, spec_catalog().version, ORTMEM_GIT_DIRTY != 0,
-          ORTMEM_BUILD_TYPE, ""};
 }
 
 report::AdapterSection adapter_section(const AdapterInfo& info) {
@@ -307,10 +290,7 @@ int run(const RunOptions& options) {
   header.run.command_line = join(options.command_line, " ");
   header.run.scope.subset = selection.subset;
   header.run.scope.filtered = selection.filtered;
-  for (const report::Expectation& expectation : expectations) {
-    header.waivers.push_back({expectation.test, expectation.requirement, expectation.adapter, expectation.status,
-                              expectation.reason, expectation.url, "stale", {}});
-  }
+  report::apply_expectations(expectations, header);  // no tests yet: every entry recorded, stale
 
   std::optional<report::Journal> journal;
   if (options.report_path && !report_to_stdout(options)) {

@@ -43,8 +43,7 @@ void print_summary(const report::Report& result, std::ostream& out) {
                          test.requirements.end();
       if (names && !test.failures.empty()) {
         const auto& failure = test.failures.front();
-        first_failure = test.id + ": " + (failure.file.empty() ? "" : failure.file + ":" + std::to_string(failure.line) + ": ") +
-                        failure.message.substr(0, 300);
+        first_failure = test.id + ": " + located(failure).substr(0, 300);
         break;
       }
     }

@@ -63,6 +63,5 @@ Selection select_tests(const std::vector<std::string>& tests, const SelectionReq
   return selection;
 }
 
-std::string_view suite_of(std::string_view id) { return id.substr(0, id.find('.')); }
 
 }  // namespace ortmem::cts

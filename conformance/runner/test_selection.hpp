@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ortmem/report/glob.hpp"
+#include "ortmem/report/report.hpp"
 
 namespace ortmem::cts {
 
@@ -46,6 +47,6 @@ struct Selection {
                                      std::string (*profile_of)(std::string_view requirement));
 
 // "Adapters/Suite" for "Adapters/Suite.Name/param": the unit tests are grouped by.
-[[nodiscard]] std::string_view suite_of(std::string_view id);
+using report::suite_of;
 
 }  // namespace ortmem::cts

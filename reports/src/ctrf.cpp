@@ -42,14 +42,11 @@ nlohmann::json to_ctrf(const Report& report) {
                   {"status", status},
                   {"rawStatus", to_string(test.status)},
                   {"duration", milliseconds(test.duration_s)},
-                  {"suite", json::array({test.id.substr(0, test.id.find('.'))})},
+                  {"suite", json::array({std::string(suite_of(test.id))})},
                   {"tags", test.requirements}};
     if (!test.failures.empty()) {
       std::string trace;
-      for (const Failure& failure : test.failures) {
-        trace += (failure.file.empty() ? "" : failure.file + ":" + std::to_string(failure.line) + ": ") +
-                 failure.message + "\n";
-      }
+      for (const Failure& failure : test.failures) trace += located(failure) + "\n";
       entry["message"] = test.failures.front().message;
       entry["trace"] = trace;
       if (!test.failures.front().file.empty()) {

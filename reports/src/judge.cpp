@@ -125,6 +125,17 @@ std::optional<RequirementStatus> requirement_status_named(std::string_view name)
 }
 std::optional<ProfileResult> profile_result_named(std::string_view name) { return named(name, kProfileResults); }
 
+std::string located(const Failure& failure) {
+  return failure.file.empty() ? failure.message : failure.file + ":" + std::to_string(failure.line) + ": " + failure.message;
+}
+
+std::string_view suite_of(std::string_view test_id) { return test_id.substr(0, test_id.find('.')); }
+
+std::string_view name_in_suite(std::string_view test_id) {
+  const std::size_t dot = test_id.find('.');
+  return dot == std::string_view::npos ? test_id : test_id.substr(dot + 1);
+}
+
 bool is_failure(TestStatus status) {
   return status == TestStatus::kFail || status == TestStatus::kCrash || status == TestStatus::kTimeout ||
          status == TestStatus::kError || status == TestStatus::kFlaky;

@@ -16,7 +16,7 @@ std::vector<Suite> suites_of(const Report& report) {
   std::vector<Suite> suites;
   std::map<std::string, std::size_t> index;
   for (const TestResult& test : report.tests) {
-    const std::string name = test.id.substr(0, test.id.find('.'));
+    const std::string name(suite_of(test.id));
     const auto [found, inserted] = index.try_emplace(name, suites.size());
     if (inserted) suites.push_back({name, {}});
     suites[found->second].tests.push_back(&test);
@@ -32,10 +32,7 @@ std::string joined(const std::vector<std::string>& parts) {
 
 std::string failure_text(const TestResult& test) {
   std::string text;
-  for (const Failure& failure : test.failures) {
-    if (!failure.file.empty()) text += failure.file + ":" + std::to_string(failure.line) + ": ";
-    text += failure.message + "\n";
-  }
+  for (const Failure& failure : test.failures) text += located(failure) + "\n";
   if (!test.requirements.empty()) text += "requirements: " + joined(test.requirements) + "\n";
   if (test.reproduce) text += "reproduce: " + *test.reproduce + "\n";
   return text;
@@ -87,11 +84,11 @@ std::string to_junit_xml(const Report& report) {
     property(out, "seed", std::to_string(report.run.seed));
     property(out, "verdict", to_string(report.judgement.verdict.overall));
     for (const TestResult* test : suite.tests) {
-      property(out, "requirements:" + test->id.substr(test->id.find('.') + 1), joined(test->requirements));
+      property(out, "requirements:" + std::string(name_in_suite(test->id)), joined(test->requirements));
     }
     out << "    </properties>\n";
     for (const TestResult* test : suite.tests) {
-      out << "    <testcase name=\"" << xml_escape(test->id.substr(test->id.find('.') + 1)) << "\" classname=\""
+      out << "    <testcase name=\"" << xml_escape(name_in_suite(test->id)) << "\" classname=\""
           << xml_escape(suite.name) << "\" time=\"" << seconds(test->duration_s) << "\"";
       const std::string first = test->failures.empty() ? to_string(test->status) : test->failures.front().message;
       switch (test->status) {

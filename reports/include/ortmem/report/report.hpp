@@ -66,6 +66,15 @@ struct Failure {
   std::string message;
 };
 
+// "file:line: message", or the message alone when no place is known (a
+// crash, a hang, an error of the test process).
+[[nodiscard]] std::string located(const Failure& failure);
+
+// A test id is "Suite.Name", "Suite" possibly "Adapters/Suite" and "Name"
+// possibly "Case/param": the suite a test belongs to, and the rest.
+[[nodiscard]] std::string_view suite_of(std::string_view test_id);
+[[nodiscard]] std::string_view name_in_suite(std::string_view test_id);
+
 struct TestResult {
   std::string id;
   std::vector<std::string> requirements;

@@ -304,7 +304,7 @@ class Scheduler {
     result.requirements = static_requirements(id);
     result.status = status;
     result.duration_s = duration;
-    result.failures.push_back({"", 0, std::move(message)});
+    result.failures.push_back({"", 0, std::move(message), {}});
     result.reproduce = plan_.reproduce.for_test(id);
     return result;
   }

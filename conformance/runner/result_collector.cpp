@@ -48,6 +48,26 @@ std::vector<std::string> requirements_of(const ::testing::TestInfo& info) {
 
 }  // namespace
 
+report::Failure attributed_failure(const ::testing::TestPartResult& part) {
+  report::Failure failure{part.file_name() ? part.file_name() : "", part.line_number(), part.summary(), {}};
+  // The innermost tag names the check: RC_FAIL's message comes before the
+  // trace, and GoogleTest lists the traces innermost first.
+  const std::string_view text = failure.message;
+  const auto tag = text.find(kChecksTag);
+  const auto precondition = text.find(kPreconditionTag);
+  if (precondition != std::string_view::npos && precondition < tag) {
+    failure.requirements.emplace();
+  } else if (tag != std::string_view::npos) {
+    const auto start = tag + kChecksTag.size();
+    failure.requirements = split_ids(text.substr(start, text.find(']', start) - start));
+  }
+  // The trace only carried the tags; the report says the same in its own key.
+  if (const auto trace = failure.message.find("\nGoogle Test trace:"); trace != std::string::npos) {
+    failure.message.erase(trace);
+  }
+  return failure;
+}
+
 std::vector<std::string> static_requirements(std::string_view id) {
   // "Adapters/Suite.Name/adapter" -> "Suite.Name".
   if (const auto slash = id.find('/'); slash != std::string_view::npos && slash < id.find('.')) id.remove_prefix(slash + 1);
@@ -69,7 +89,7 @@ void ResultCollector::OnTestEnd(const ::testing::TestInfo& info) {
       continue;
     }
     if (!part.failed()) continue;
-    result.failures.push_back({part.file_name() ? part.file_name() : "", part.line_number(), part.summary()});
+    result.failures.push_back(attributed_failure(part));
   }
   if (outcome.Failed()) {
     result.status = report::TestStatus::kFail;
@@ -110,7 +130,8 @@ bool ResultCollector::record_timeout(const std::string& id, double limit_s) {
   result.status = report::TestStatus::kTimeout;
   result.duration_s = limit_s;
   result.failures.push_back({"", 0, "the test did not finish within " + std::to_string(limit_s) +
-                                        " s (a hang or a blocking call); the run was stopped here"});
+                                        " s (a hang or a blocking call); the run was stopped here",
+                            {}});
   result.reproduce = reproduce_.for_test(result.id);
   results_.push_back(result);
   frozen_ = true;  // the stuck test may still end later; its result must not count

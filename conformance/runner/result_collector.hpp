@@ -73,6 +73,10 @@ class ResultCollector final : public ::testing::EmptyTestEventListener {
   std::vector<report::TestResult> results_;
 };
 
+// A failed assertion as the report records it, charged to the requirements
+// its innermost ORTMEM_CTS_CHECKING / ORTMEM_CTS_PRECONDITION scope (or
+// tagged RapidCheck failure) names; untagged, to every id of its test.
+[[nodiscard]] report::Failure attributed_failure(const ::testing::TestPartResult& part);
 // "Suite.Name/param" for a GoogleTest test.
 [[nodiscard]] std::string test_id(const ::testing::TestInfo& info);
 // The requirement ids the source of test `id` names (see static_coverage.hpp).

@@ -1,11 +1,13 @@
 // The runner's decisions that need no child process: which tests a filter,
-// profile or shard selects, and what it takes from the environment.
+// profile or shard selects, what it takes from the environment, and which
+// requirements a failed check is charged to.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <set>
 
 #include "../runner/inherited_settings.hpp"
+#include "../runner/result_collector.hpp"
 #include "../runner/test_selection.hpp"
 
 namespace ortmem::cts {
@@ -115,6 +117,40 @@ TEST_F(Inherited, WithoutRcParamsTheFlagOrTheRandomSeedIsUsed) {
   ::unsetenv("RC_PARAMS");  // the runner takes its settings once; the first call set it
   EXPECT_EQ(take_inherited_settings(9, std::nullopt, 5)->seed, 9U);
   EXPECT_STREQ(std::getenv("RC_PARAMS"), "seed=9 verbose_progress=0 verbose_shrinking=0");
+}
+
+}  // namespace
+}  // namespace ortmem::cts
+
+namespace ortmem::cts {
+namespace {
+
+report::Failure attributed(const char* message) {
+  return attributed_failure(::testing::TestPartResult(::testing::TestPartResult::kNonFatalFailure, "suite.cpp", 9, message));
+}
+
+TEST(Attribution, TheInnermostScopeNamesTheRequirementsAndTheTraceLeavesTheMessage) {
+  const auto failure = attributed("Expected equality\nGoogle Test trace:\nsuite.cpp:8: [checks ALLOC-005 ALLOC-006]\n"
+                                  "suite.cpp:4: [precondition]");
+  EXPECT_EQ(failure.requirements, (std::vector<std::string>{"ALLOC-005", "ALLOC-006"}));
+  EXPECT_EQ(failure.message, "Expected equality");
+  EXPECT_EQ(failure.line, 9);
+}
+
+TEST(Attribution, APreconditionScopeChargesNothing) {
+  const auto failure = attributed("allocate failed\nGoogle Test trace:\nsuite.cpp:8: [precondition]\nsuite.cpp:4: [checks DQ-001]");
+  ASSERT_TRUE(failure.requirements.has_value());
+  EXPECT_TRUE(failure.requirements->empty());
+}
+
+TEST(Attribution, ATaggedRapidCheckMessageWinsOverTheTestsScope) {
+  const auto failure = attributed("Falsifiable after 3 tests\n[checks DQ-002] order == model\n"
+                                  "Google Test trace:\nsuite.cpp:8: [checks DQ-001]");
+  EXPECT_EQ(failure.requirements, (std::vector<std::string>{"DQ-002"}));
+}
+
+TEST(Attribution, AnUntaggedFailureCountsAgainstTheWholeTest) {
+  EXPECT_FALSE(attributed("Expected true").requirements.has_value());
 }
 
 }  // namespace

@@ -24,16 +24,30 @@ constexpr ProfileResult kProfileResults[] = {ProfileResult::kConformant, Profile
                                              ProfileResult::kPartial,    ProfileResult::kNotRun,
                                              ProfileResult::kIncomplete, ProfileResult::kWaived};
 
-RequirementStatus requirement_status(const std::vector<const TestResult*>& tests) {
+// What `test` says about requirement `id`: its status, or nothing when it
+// failed (or was waived) only in checks of other requirements or of its
+// preconditions.
+std::optional<TestStatus> status_for(const TestResult& test, const std::string& id) {
+  const bool judged_by_checks = is_failure(test.status) || test.status == TestStatus::kWaived;
+  if (judged_by_checks && !charges(test, id)) return std::nullopt;
+  return test.status;
+}
+
+RequirementStatus requirement_status(const std::vector<const TestResult*>& tests, const std::string& id) {
   bool any_pass = false;
-  bool all_not_applicable = !tests.empty();
+  bool all_not_applicable = false;
+  bool any_other = false;
   bool any_waived = false;
   for (const TestResult* test : tests) {
-    if (is_failure(test->status)) return RequirementStatus::kFail;
-    any_pass |= test->status == TestStatus::kPass;
-    any_waived |= test->status == TestStatus::kWaived;
-    all_not_applicable &= test->status == TestStatus::kNotApplicable;
+    const auto status = status_for(*test, id);
+    if (!status) continue;
+    if (is_failure(*status)) return RequirementStatus::kFail;
+    any_pass |= *status == TestStatus::kPass;
+    any_waived |= *status == TestStatus::kWaived;
+    all_not_applicable |= *status == TestStatus::kNotApplicable;
+    any_other |= *status != TestStatus::kNotApplicable;
   }
+  all_not_applicable &= !any_other;
   // A waived failure is still a failure of the rule: another test passing
   // does not make the requirement pass.
   if (any_waived) return RequirementStatus::kWaived;
@@ -129,6 +143,17 @@ std::string located(const Failure& failure) {
   return failure.file.empty() ? failure.message : failure.file + ":" + std::to_string(failure.line) + ": " + failure.message;
 }
 
+bool charges(const Failure& failure, const TestResult& test, std::string_view id) {
+  const auto& named = failure.requirements ? *failure.requirements : test.requirements;
+  return std::find(named.begin(), named.end(), id) != named.end();
+}
+
+bool charges(const TestResult& test, std::string_view id) {
+  if (test.failures.empty()) return std::find(test.requirements.begin(), test.requirements.end(), id) != test.requirements.end();
+  return std::any_of(test.failures.begin(), test.failures.end(),
+                     [&](const Failure& failure) { return charges(failure, test, id); });
+}
+
 std::string_view suite_of(std::string_view test_id) { return test_id.substr(0, test_id.find('.')); }
 
 std::string_view name_in_suite(std::string_view test_id) {
@@ -210,7 +235,7 @@ Judgement judge(const std::vector<SpecRequirement>& spec, const std::vector<Test
     RequirementResult result{requirement, RequirementStatus::kNotRun, {}};
     const auto& named_by = by_requirement[requirement.id];
     for (const TestResult* test : named_by) result.tests.push_back(test->id);
-    result.status = requirement_status(named_by);
+    result.status = requirement_status(named_by, requirement.id);
     if (result.status == RequirementStatus::kNotRun && named_by.empty() && requirement.justified) {
       result.status = RequirementStatus::kNotApplicable;
     }
@@ -231,9 +256,11 @@ Judgement judge(const std::vector<SpecRequirement>& spec, const std::vector<Test
     if (verdict.declared && !passes) every_declared_conformant = false;
     judgement.verdict.profiles.push_back(std::move(verdict));
   }
-  // A failure the report cannot charge to any requirement still fails the run.
+  // A failure the report cannot charge to any requirement (the test names
+  // none, or only its preconditions failed) still fails the run.
   const bool unattributed_failure = std::any_of(tests.begin(), tests.end(), [](const TestResult& test) {
-    return is_failure(test.status) && test.requirements.empty();
+    return is_failure(test.status) && std::none_of(test.requirements.begin(), test.requirements.end(),
+                                                   [&](const std::string& id) { return charges(test, id); });
   });
   ProfileResult& overall = judgement.verdict.overall;
   if (any_not_conformant || unattributed_failure) {

@@ -106,7 +106,8 @@ TestResult read_test(const json& object, const std::string& path) {
   const json& failures = fields.array("failures");
   for (std::size_t i = 0; i < failures.size(); ++i) {
     const Fields failure(failures[i], indexed(fields.path("failures"), i));
-    test.failures.push_back({failure.string("file"), failure.small_integer("line", 0), failure.string("message")});
+    test.failures.push_back({failure.string("file"), failure.small_integer("line", 0), failure.string("message"), {}});
+    if (failure.has("requirements")) test.failures.back().requirements = failure.strings("requirements");
   }
   test.skip_reason = fields.optional_string("skip_reason");
   if (fields.has("seed")) test.seed = fields.unsigned_integer("seed");
@@ -273,7 +274,9 @@ std::string dump_json(const json& document, int indent) {
 json to_json(const TestResult& test) {
   json failures = json::array();
   for (const Failure& failure : test.failures) {
-    failures.push_back({{"file", failure.file}, {"line", failure.line}, {"message", failure.message}});
+    json entry = {{"file", failure.file}, {"line", failure.line}, {"message", failure.message}};
+    if (failure.requirements) entry["requirements"] = *failure.requirements;
+    failures.push_back(std::move(entry));
   }
   json entry = {{"id", test.id},
                 {"requirements", test.requirements},

@@ -98,6 +98,37 @@ TEST(Judge, AFailedTestThatNamesNoRequirementStillFailsTheRun) {
   EXPECT_EQ(judgement.verdict.overall, ProfileResult::kNotConformant);
 }
 
+TestResult failed_in(std::string id, std::vector<std::string> requirements,
+                     std::optional<std::vector<std::string>> charged) {
+  TestResult result = test(std::move(id), std::move(requirements), TestStatus::kFail);
+  result.failures.push_back({"suite.cpp", 7, "a check failed", std::move(charged)});
+  return result;
+}
+
+TEST(Judge, AFailedCheckChargesOnlyTheRequirementsItNames) {
+  const auto judgement = judge(kSpec, {failed_in("a", {"ALLOC-001", "ALLOC-002", "PIN-001"}, {{"ALLOC-001"}})},
+                               {"core", "pins"}, Scope{});
+  EXPECT_EQ(judgement.requirements[0].status, RequirementStatus::kFail);
+  EXPECT_EQ(judgement.requirements[1].status, RequirementStatus::kNotRun) << "its checks may not have run";
+  EXPECT_EQ(judgement.requirements[2].status, RequirementStatus::kNotRun);
+  EXPECT_EQ(judgement.verdict.overall, ProfileResult::kNotConformant);
+}
+
+TEST(Judge, AnUnscopedFailureChargesEveryRequirementOfItsTest) {
+  const auto judgement = judge(kSpec, {failed_in("a", {"ALLOC-001", "PIN-001"}, std::nullopt)}, {"core", "pins"}, Scope{});
+  EXPECT_EQ(judgement.requirements[0].status, RequirementStatus::kFail);
+  EXPECT_EQ(judgement.requirements[2].status, RequirementStatus::kFail);
+}
+
+TEST(Judge, AFailedPreconditionChargesNoRequirementButStillFailsTheRun) {
+  const auto judgement = judge(kSpec,
+                               {failed_in("a", {"ALLOC-001"}, std::vector<std::string>{}),
+                                test("b", {"ALLOC-001", "ALLOC-002", "PIN-001"}, TestStatus::kPass)},
+                               {"core", "pins"}, Scope{});
+  EXPECT_EQ(judgement.requirements[0].status, RequirementStatus::kPass);
+  EXPECT_EQ(judgement.verdict.overall, ProfileResult::kNotConformant);
+}
+
 const std::vector<TestResult> kAllPassing = {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
                                              test("b", {"PIN-001"}, TestStatus::kPass)};
 

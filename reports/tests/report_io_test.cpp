@@ -33,7 +33,7 @@ Report sample_report() {
   failing.requirements = {"ALLOC-001"};
   failing.status = TestStatus::kFail;
   failing.duration_s = 0.5;
-  failing.failures = {{"allocator_suite.cpp", 42, "misaligned"}};
+  failing.failures = {{"allocator_suite.cpp", 42, "misaligned", {}}};
   failing.reproduce = "ortmem-cts run --adapter host --filter 'Adapters/Allocator.A/host'";
   TestResult passing;
   passing.id = "Adapters/Pins.B/host";

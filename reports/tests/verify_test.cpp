@@ -22,7 +22,7 @@ nlohmann::json failing_report_document() {
   allocator.id = "Adapters/Allocator.A/host";
   allocator.requirements = {"ALLOC-001"};
   allocator.status = TestStatus::kFail;
-  allocator.failures = {{"allocator_suite.cpp", 10, "misaligned"}};
+  allocator.failures = {{"allocator_suite.cpp", 10, "misaligned", {}}};
   TestResult pins;
   pins.id = "Adapters/Pins.B/host";
   pins.requirements = {"PIN-001"};

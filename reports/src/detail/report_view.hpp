@@ -27,10 +27,11 @@ inline std::vector<FailingRequirement> failing_requirements(const Report& report
     if (requirement.status != RequirementStatus::kFail) continue;
     FailingRequirement entry{&requirement, {}};
     for (const TestResult& test : report.tests) {
-      const bool names = std::find(test.requirements.begin(), test.requirements.end(), requirement.requirement.id) !=
-                         test.requirements.end();
+      const std::string& id = requirement.requirement.id;
+      const bool names = std::find(test.requirements.begin(), test.requirements.end(), id) != test.requirements.end();
       if (!names || !is_failure(test.status)) continue;
       for (const Failure& failure : test.failures) {
+        if (!charges(failure, test, id)) continue;
         entry.checks.push_back(
             {&test, failure.file.empty() ? "" : failure.file + ":" + std::to_string(failure.line), failure.message});
       }

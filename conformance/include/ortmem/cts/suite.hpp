@@ -4,6 +4,12 @@
 // for the run (the parameter is the adapter's name). Each test:
 //   - names the requirement ids it checks with covers(...); the runner maps
 //     results to requirements through that property;
+//   - charges each failed check to exactly the requirements it checks: an
+//     assertion inside ORTMEM_CTS_CHECKING(ids...) counts against those ids,
+//     one inside ORTMEM_CTS_PRECONDITION() against none (the adapter broke
+//     something the test stands on, which another test charges), any other
+//     against every id of covers(). So a test of several requirements must
+//     scope its checks, or one broken rule fails them all;
 //   - gets a fresh Adapter in SetUp();
 //   - when it checks an optional capability the adapter does not declare,
 //     ends as not-applicable through ORTMEM_CTS_REQUIRE(capability).
@@ -26,6 +32,18 @@ void covers(const char* first, Ids... rest) {
   std::string joined = first;
   ((joined += ' ', joined += rest), ...);
   ::testing::Test::RecordProperty("requirements", joined);
+}
+
+// The tags the runner reads in a failure's message (result_collector.cpp).
+inline constexpr std::string_view kChecksTag = "[checks ";
+inline constexpr std::string_view kPreconditionTag = "[precondition]";
+
+template <class... Ids>
+std::string checks_tag(const char* first, Ids... rest) {
+  std::string tag(kChecksTag);
+  tag += first;
+  ((tag += ' ', tag += rest), ...);
+  return tag + "]";
 }
 
 // The prefix the runner reads to tell not-applicable from other skips.
@@ -68,6 +86,19 @@ struct AdapterName {
       GTEST_SKIP() << ::ortmem::cts::kNotApplicable << "the adapter does not declare "        \
                    << ::ortmem::cts::capability_name(capability);                              \
     }                                                                                          \
+  } while (false)
+
+// Failures in the rest of the enclosing scope count against these
+// requirement ids only (in this thread: a worker thread opens its own).
+#define ORTMEM_CTS_CHECKING(...) SCOPED_TRACE(::ortmem::cts::checks_tag(__VA_ARGS__))
+// Failures in the rest of the enclosing scope are of the test's
+// preconditions: they judge no requirement of this test.
+#define ORTMEM_CTS_PRECONDITION() SCOPED_TRACE(std::string(::ortmem::cts::kPreconditionTag))
+// RC_ASSERT for model-based checks, charged to `ids` (a string literal of
+// space-separated requirement ids): the tag travels in RapidCheck's message.
+#define ORTMEM_CTS_RC_ASSERT(ids, ...)                                                          \
+  do {                                                                                         \
+    if (!(__VA_ARGS__)) RC_FAIL(std::string(::ortmem::cts::kChecksTag) + ids + "] " #__VA_ARGS__); \
   } while (false)
 
 // Instantiates `suite` for every adapter selected for this run.

@@ -5,8 +5,11 @@
 // requirement and per profile. judge() is the only place that turns test
 // results into verdicts, so the runner, `report recover` and every later
 // reader apply the same rules:
-//   - a requirement fails when any test naming it failed (fail, crash,
-//     timeout, error); passes when at least one passed and none failed; is
+//   - a requirement fails when a failed check charges it: a failing test
+//     (fail, crash, timeout, error, flaky) counts against the requirements
+//     its failed checks name (Failure::requirements), and not against the
+//     others it covers, whose checks held as far as the test got; a requirement
+//     passes when at least one test naming it passed and none failed it; is
 //     not-applicable when all its tests were (the adapter does not declare the
 //     capability) or it has none and the spec justifies why it cannot be
 //     violated observably; otherwise not-run.
@@ -33,7 +36,7 @@
 namespace ortmem::report {
 
 inline constexpr const char* kSchemaId = "https://ortmem-cts.invalid/schema/report.schema.json";
-inline constexpr const char* kSchemaVersion = "1.1.0";
+inline constexpr const char* kSchemaVersion = "1.2.0";
 
 // kFlaky: a test run several times (--repeat) that both passed and failed.
 enum class TestStatus { kPass, kFail, kNotApplicable, kSkipped, kCrash, kTimeout, kWaived, kError, kFlaky };
@@ -64,6 +67,14 @@ struct Failure {
   std::string file;
   int line = 0;
   std::string message;
+  // The requirements this failed check counts against.
+  //   nullopt: the check names none of its own (a crash, a hang, an assertion
+  //     outside any ORTMEM_CTS_CHECKING scope, a report older than 1.2.0), so
+  //     it counts against every requirement its test names;
+  //   empty: a precondition of the test failed (the adapter broke something
+  //     the test stands on, which another test charges), so it judges none of
+  //     this test's requirements; the run still is not conformant.
+  std::optional<std::vector<std::string>> requirements;
 };
 
 // "file:line: message", or the message alone when no place is known (a
@@ -93,6 +104,12 @@ struct TestResult {
   int runs = 1;
   int failed_runs = 0;
 };
+
+// Whether `failure` of `test` counts against requirement `id`.
+[[nodiscard]] bool charges(const Failure& failure, const TestResult& test, std::string_view id);
+// Whether the failing or waived `test` counts against requirement `id`: one
+// of its failures charges it, or it recorded none (then every id it names).
+[[nodiscard]] bool charges(const TestResult& test, std::string_view id);
 
 // One result per test from a run that ran each test several times: all
 // runs alike give that status; some passing and some failing give flaky,

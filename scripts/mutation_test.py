@@ -6,7 +6,8 @@ to a scratch copy of the tree, which is built incrementally; each build must
 compile, and certifying its adapter (host unless it names another) must exit 1 with at least the
 mutant's must_fail requirements failing. Adapter mutants
 (adapters/mutants/manifest.json) are certified with ortmem-cts-mutants from the
-same scratch build. The kill matrix maps every requirement to the mutants that
+same scratch build and must fail exactly their must_fail requirements, as
+conformance/tests/check_mutant.py requires. The kill matrix maps every requirement to the mutants that
 made it fail.
 """
 import argparse
@@ -22,7 +23,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Profiles whose MUST requirements must all be killed or justified.
 ENFORCED_PROFILES = {"core", "pins", "deferred", "virtual", "shared"}
-RUN_FLAGS = ["--jobs", "2", "--timeout", "3", "--quiet"]
+RUN_FLAGS = ["--jobs", "2", "--timeout", "3", "--seed", "20261201", "--quiet"]
 
 
 STARTED = time.monotonic()
@@ -55,12 +56,15 @@ def certify(runner, adapter, report):
     return run.returncode, failing
 
 
-def judge_mutant(kind, name, must_fail, code, failing, problems):
+def judge_mutant(kind, name, must_fail, code, failing, problems, exact=False):
     missing = [rid for rid in must_fail if rid not in failing]
+    extra = [rid for rid in failing if rid not in must_fail] if exact else []
     killed = code == 1 and failing and not missing
     if not killed:
         why = f"exit {code}" if code != 1 else f"expected failures missing: {', '.join(missing) or 'none failed'}"
         problems.append(f"{kind} mutant {name} survived ({why})")
+    elif extra:
+        problems.append(f"{kind} mutant {name} also failed {', '.join(extra)}, which its manifest entry does not list")
     log(f"  {kind:7} {name:32} {'killed' if killed else 'SURVIVED'}  exit {code}  {len(failing)} requirements fail")
     return killed
 
@@ -127,7 +131,7 @@ def main():
                 # check_mutant.py already required exit 1 for this report.
                 earlier = json.loads((previous / (mutant["name"].replace(":", "_") + ".json")).read_text())
                 code, failing = 1, [r["id"] for r in earlier["requirements"] if r["status"] == "fail"]
-            if judge_mutant("adapter", mutant["name"], mutant["must_fail"], code, failing, problems):
+            if judge_mutant("adapter", mutant["name"], mutant["must_fail"], code, failing, problems, exact=True):
                 for rid in failing:
                     killed_by[rid].append(mutant["name"])
 

@@ -2,7 +2,7 @@
 // the contract (or a tight group) on top of the host reference.
 //
 // They exist to prove the kit can fail: `ctest -R mutant` runs each one and
-// requires exit 1 with at least the requirements of manifest.json failing.
+// requires exit 1 with exactly the requirements of manifest.json failing.
 // They are registered only in ortmem-cts-mutants, never in ortmem-cts.
 #include <atomic>
 #include <csignal>

@@ -35,14 +35,18 @@ std::vector<std::string> split_ids(std::string_view text) {
   return split;
 }
 
+std::optional<std::string> property_of(const ::testing::TestResult& outcome, std::string_view key) {
+  for (int i = 0; i < outcome.test_property_count(); ++i) {
+    const auto& property = outcome.GetTestProperty(i);
+    if (property.key() == key) return property.value();
+  }
+  return std::nullopt;
+}
+
 // The ids the test recorded, or, when it failed before recording them, the
 // ids its source names ("Adapters/Suite.Name/adapter" -> "Suite.Name").
 std::vector<std::string> requirements_of(const ::testing::TestInfo& info) {
-  const ::testing::TestResult& outcome = *info.result();
-  for (int i = 0; i < outcome.test_property_count(); ++i) {
-    const auto& property = outcome.GetTestProperty(i);
-    if (std::string(property.key()) == "requirements") return split_ids(property.value());
-  }
+  if (const auto ids = property_of(*info.result(), "requirements")) return split_ids(*ids);
   return static_requirements(test_id(info));
 }
 
@@ -90,6 +94,14 @@ void ResultCollector::OnTestEnd(const ::testing::TestInfo& info) {
     }
     if (!part.failed()) continue;
     result.failures.push_back(attributed_failure(part));
+  }
+  if (const auto precondition = property_of(outcome, kPreconditionProperty)) {
+    // Even a scoped check judged nothing here: what it observed stood on
+    // the broken part (a queue check, say, over pins naming another context).
+    for (report::Failure& failure : result.failures) {
+      failure.requirements.emplace();
+      failure.message += " [precondition: " + *precondition + "]";
+    }
   }
   if (outcome.Failed()) {
     result.status = report::TestStatus::kFail;

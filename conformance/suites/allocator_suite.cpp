@@ -27,13 +27,22 @@ class Allocator : public AdapterSuite {
     std::size_t align;
   };
 
-  // Allocates and remembers, so a failed assertion never leaks the block.
+  // Allocates and remembers, so a failed assertion never leaks the block. A
+  // refusal is a failed precondition: ServesSizesFromZeroTo64MiB charges it.
   void* allocate_ok(std::size_t bytes, std::size_t align) {
+    ORTMEM_CTS_PRECONDITION();
     auto ptr = allocator_->allocate(bytes, align);
     EXPECT_TRUE(ptr) << "allocate(" << bytes << ", " << align << "): " << (ptr ? "" : ptr.error().message());
     if (!ptr) return nullptr;
     live_.push_back({*ptr, bytes, align});
     return *ptr;
+  }
+  // A release that is not the point of the check; its outcome is checked by
+  // the tests of ALLOC-017..020.
+  void release_ok(void* ptr, std::size_t bytes, std::size_t align) {
+    ORTMEM_CTS_PRECONDITION();
+    const auto outcome = release(ptr, bytes, align);
+    EXPECT_TRUE(outcome.is_complete()) << outcome.describe();
   }
   AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) {
     auto outcome = allocator_->release(ptr, bytes, align);
@@ -59,7 +68,7 @@ TEST_P(Allocator, ReturnsNonNullAlignedAddressesFor1ByteTo4MiBAlignment) {
       void* ptr = allocate_ok(bytes, align);
       ASSERT_NE(ptr, nullptr);
       EXPECT_EQ(reinterpret_cast<std::uintptr_t>(ptr) % align, 0U) << "bytes " << bytes << " align " << align;
-      EXPECT_TRUE(release(ptr, bytes, align).is_complete());
+      release_ok(ptr, bytes, align);
     }
   }
 }
@@ -69,15 +78,25 @@ TEST_P(Allocator, ServesSizesFromZeroTo64MiB) {
   for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, std::size_t{1} << 20,
                             std::size_t{64} << 20}) {
     auto ptr = allocator_->allocate(bytes, 64);
-    if (bytes == 0 && !ptr) {
+    if (bytes == 0) {
+      ORTMEM_CTS_CHECKING("ALLOC-007");
       // A mechanism that cannot serve zero bytes must say so as invalid-request.
-      EXPECT_EQ(ptr.error().kind(), MemoryError::Kind::kInvalidRequest) << ptr.error().message();
-      continue;
+      if (!ptr) {
+        EXPECT_EQ(ptr.error().kind(), MemoryError::Kind::kInvalidRequest) << ptr.error().message();
+        continue;
+      }
+      EXPECT_NE(*ptr, nullptr) << "a served zero-byte request still needs a non-null address";
     }
+    ORTMEM_CTS_CHECKING("ALLOC-005");
     ASSERT_TRUE(ptr) << bytes << " bytes: " << ptr.error().message();
     live_.push_back({*ptr, bytes, 64});
     const auto outcome = release(*ptr, bytes, 64);
-    ASSERT_TRUE(outcome.is_complete()) << outcome.describe();
+    {
+      // Failed is allowed when nothing changed; ALLOC-018's tests judge that.
+      ORTMEM_CTS_PRECONDITION();
+      ASSERT_TRUE(outcome.is_complete()) << outcome.describe();
+    }
+    ORTMEM_CTS_CHECKING("ALLOC-017");
     EXPECT_EQ(outcome.accounting()->allocation_bytes, bytes);
   }
 }
@@ -87,10 +106,17 @@ TEST_P(Allocator, RefusesNonPowerOfTwoAlignmentWithAReason) {
   for (std::size_t align : {std::size_t{0}, std::size_t{3}, std::size_t{24}, std::size_t{1000}}) {
     auto ptr = allocator_->allocate(64, align);
     if (ptr) live_.push_back({*ptr, 64, align});
-    ASSERT_FALSE(ptr) << "alignment " << align << " was accepted";
-    EXPECT_EQ(ptr.error().kind(), MemoryError::Kind::kInvalidRequest);
-    EXPECT_EQ(ptr.error().requested(), 64U);
-    EXPECT_FALSE(ptr.error().reason().empty());
+    {
+      ORTMEM_CTS_CHECKING("ALLOC-008");
+      ASSERT_FALSE(ptr) << "alignment " << align << " was accepted";
+      EXPECT_EQ(ptr.error().kind(), MemoryError::Kind::kInvalidRequest);
+    }
+    {
+      ORTMEM_CTS_CHECKING("ALLOC-001");
+      EXPECT_EQ(ptr.error().requested(), 64U);
+      EXPECT_FALSE(ptr.error().reason().empty());
+    }
+    ORTMEM_CTS_CHECKING("ALLOC-003");
     EXPECT_NE(ptr.error().message().find("64 bytes"), std::string::npos) << ptr.error().message();
   }
 }
@@ -109,7 +135,11 @@ TEST_P(Allocator, ReportsAHugeRequestAsAllocationFailedWithTheBackingReason) {
   auto ptr = allocator_->allocate(one_pib, 64);
   if (ptr) live_.push_back({*ptr, one_pib, 64});
   ASSERT_FALSE(ptr) << "1 PiB was granted";
-  EXPECT_EQ(ptr.error().kind(), MemoryError::Kind::kAllocationFailed) << ptr.error().message();
+  {
+    ORTMEM_CTS_CHECKING("ALLOC-009");
+    EXPECT_EQ(ptr.error().kind(), MemoryError::Kind::kAllocationFailed) << ptr.error().message();
+  }
+  ORTMEM_CTS_CHECKING("ALLOC-002");
   EXPECT_FALSE(ptr.error().reason().empty()) << "allocation-failed must carry the backing allocator's reason";
   EXPECT_NE(ptr.error().message().find(ptr.error().reason()), std::string::npos);
 }
@@ -129,9 +159,11 @@ TEST_P(Allocator, LiveAllocationsNeverOverlapAndKeepTheirBytes) {
   auto sorted = blocks;
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first.ptr < b.first.ptr; });
   for (std::size_t i = 1; i < sorted.size(); ++i) {
+    ORTMEM_CTS_CHECKING("ALLOC-006");
     const auto end = reinterpret_cast<std::uintptr_t>(sorted[i - 1].first.ptr) + sorted[i - 1].first.bytes;
     EXPECT_LE(end, reinterpret_cast<std::uintptr_t>(sorted[i].first.ptr)) << "two live allocations overlap";
   }
+  ORTMEM_CTS_CHECKING("ALLOC-015");
   for (const auto& [block, pattern] : blocks) {
     EXPECT_TRUE(holds(block.ptr, block.bytes, pattern)) << "bytes of a live allocation changed";
   }
@@ -140,14 +172,18 @@ TEST_P(Allocator, LiveAllocationsNeverOverlapAndKeepTheirBytes) {
 TEST_P(Allocator, DeviceAndCapabilityDiscoveryAreStable) {
   covers("ALLOC-010", "ALLOC-004");
   const DeviceKey device = allocator_->device();
-  EXPECT_EQ(device, info().device) << "the allocator's device is not the one the adapter declares";
+  {
+    ORTMEM_CTS_CHECKING("ALLOC-004");
+    EXPECT_EQ(device, info().device) << "the allocator's device is not the one the adapter declares";
+  }
+  ORTMEM_CTS_CHECKING("ALLOC-010");
   VirtualBacking* virtual_backing = allocator_->as_virtual_backing();
   SharedMapping* shared_mapping = allocator_->as_shared_mapping();
   const bool on_demand = allocator_->commits_on_demand();
   for (int round = 0; round < 16; ++round) {
     void* ptr = allocate_ok(128, 16);
     ASSERT_NE(ptr, nullptr);
-    EXPECT_TRUE(release(ptr, 128, 16).is_complete());
+    release_ok(ptr, 128, 16);
     EXPECT_EQ(allocator_->device(), device);
     EXPECT_EQ(allocator_->as_virtual_backing(), virtual_backing);
     EXPECT_EQ(allocator_->as_shared_mapping(), shared_mapping);
@@ -157,6 +193,7 @@ TEST_P(Allocator, DeviceAndCapabilityDiscoveryAreStable) {
 
 TEST_P(Allocator, DeclaredCapabilitiesArePresentAndUndeclaredOnesAbsent) {
   covers("ALLOC-011", "ALLOC-012");
+  ORTMEM_CTS_CHECKING("ALLOC-011");
   EXPECT_EQ(allocator_->as_virtual_backing() != nullptr, info().declares(Capability::kVirtualBacking))
       << "virtual backing: declared and discovered must agree";
   EXPECT_EQ(allocator_->as_shared_mapping() != nullptr, info().declares(Capability::kSharedMapping))
@@ -179,9 +216,16 @@ TEST_P(Allocator, CompleteReleaseReportsTheExactSize) {
     void* ptr = allocate_ok(bytes, 8);
     ASSERT_NE(ptr, nullptr);
     const auto outcome = release(ptr, bytes, 8);
-    ASSERT_TRUE(outcome.is_complete()) << outcome.describe();
+    {
+      ORTMEM_CTS_PRECONDITION();
+      ASSERT_TRUE(outcome.is_complete()) << outcome.describe();
+    }
+    {
+      ORTMEM_CTS_CHECKING("ALLOC-014");
+      EXPECT_EQ(outcome.state(), AllocationReleaseState::kReleased);
+    }
+    ORTMEM_CTS_CHECKING("ALLOC-017");
     EXPECT_EQ(outcome.accounting()->allocation_bytes, bytes);
-    EXPECT_EQ(outcome.state(), AllocationReleaseState::kReleased);
   }
 }
 
@@ -198,11 +242,16 @@ TEST_P(Allocator, EveryReleaseOutcomeIsHonestAboutWhatChanged) {
     ASSERT_NE(ptr, nullptr);
     auto outcome = release(ptr, bytes, align);
     if (outcome.is_failed()) {
+      ORTMEM_CTS_CHECKING("ALLOC-018");
       EXPECT_TRUE(release(ptr, bytes, align).is_complete()) << "a Failed release left the allocation unreleasable";
       continue;
     }
-    ASSERT_NE(outcome.accounting(), nullptr);
-    EXPECT_EQ(outcome.accounting()->allocation_bytes, bytes);
+    {
+      ORTMEM_CTS_CHECKING("ALLOC-017");
+      ASSERT_NE(outcome.accounting(), nullptr);
+      EXPECT_EQ(outcome.accounting()->allocation_bytes, bytes);
+    }
+    ORTMEM_CTS_CHECKING("ALLOC-019");
     if (const ResidualOwnership* residual = outcome.residual()) {
       EXPECT_EQ(residual->address, reinterpret_cast<std::uintptr_t>(ptr));
       EXPECT_EQ(residual->align, align);
@@ -222,7 +271,11 @@ TEST_P(Allocator, AnUnknownAddressIsFailedWithNothingChanged) {
   // An address inside a live allocation is not an allocation.
   void* inside = static_cast<unsigned char*>(ptr) + 64;
   const auto outcome = allocator_->release(inside, 64, 64);
-  ASSERT_TRUE(outcome.is_failed()) << outcome.describe();
+  {
+    ORTMEM_CTS_CHECKING("ALLOC-020");
+    ASSERT_TRUE(outcome.is_failed()) << outcome.describe();
+  }
+  ORTMEM_CTS_CHECKING("ALLOC-018");
   EXPECT_EQ(outcome.state(), AllocationReleaseState::kLive);
   EXPECT_TRUE(holds(ptr, 4096, 0xA5)) << "a Failed release changed the allocation";
   EXPECT_TRUE(release(ptr, 4096, 64).is_complete()) << "the allocation must stay releasable";
@@ -234,9 +287,11 @@ TEST_P(Allocator, AMismatchedSizeOrAlignmentIsFailedAndStaysLive) {
   ASSERT_NE(ptr, nullptr);
   adapter().memory().fill(ptr, 1024, 0x3C);
   for (auto [bytes, align] : {std::pair<std::size_t, std::size_t>{1023, 64}, {2048, 64}, {1024, 32}}) {
+    ORTMEM_CTS_CHECKING("ALLOC-020");
     const auto outcome = allocator_->release(ptr, bytes, align);
     EXPECT_TRUE(outcome.is_failed()) << "release(" << bytes << ", " << align << "): " << outcome.describe();
   }
+  ORTMEM_CTS_CHECKING("ALLOC-018");
   EXPECT_TRUE(holds(ptr, 1024, 0x3C));
   EXPECT_TRUE(release(ptr, 1024, 64).is_complete());
 }
@@ -245,7 +300,10 @@ TEST_P(Allocator, ADoubleReleaseIsReportedFailed) {
   covers("ALLOC-021");
   void* ptr = allocate_ok(256, 16);
   ASSERT_NE(ptr, nullptr);
-  ASSERT_TRUE(release(ptr, 256, 16).is_complete());
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(release(ptr, 256, 16).is_complete());
+  }
   EXPECT_TRUE(allocator_->release(ptr, 256, 16).is_failed());
 }
 
@@ -258,37 +316,64 @@ TEST_P(Allocator, LegacyDeallocateGivesTheAllocationBack) {
   EXPECT_TRUE(allocator_->release(ptr, 512, 16).is_failed()) << "deallocate did not give the allocation back";
 }
 
+// One thread's share of the churn: allocate, fill with its own byte, check
+// and release the oldest of a short window. Returns the problems it saw.
+int churn(DeviceAllocator& allocator, MemoryAccess& memory, int thread, int rounds) {
+  int problems = 0;
+  const auto tag = static_cast<std::uint8_t>(thread + 1);
+  std::vector<std::pair<void*, std::size_t>> mine;
+  const auto intact = [&](void* ptr, std::size_t bytes) {
+    std::vector<std::uint8_t> seen(bytes);
+    memory.read(ptr, seen);
+    return std::all_of(seen.begin(), seen.end(), [&](std::uint8_t b) { return b == tag; });
+  };
+  for (int round = 0; round < rounds; ++round) {
+    const std::size_t bytes = 16 + static_cast<std::size_t>((round * 37 + thread * 11) % 2000);
+    auto ptr = allocator.allocate(bytes, 16);
+    if (!ptr) {
+      ++problems;
+      continue;
+    }
+    memory.fill(*ptr, bytes, tag);
+    mine.emplace_back(*ptr, bytes);
+    if (mine.size() > 6) {
+      const auto [oldest, oldest_bytes] = mine.front();
+      mine.erase(mine.begin());
+      if (!intact(oldest, oldest_bytes)) ++problems;
+      if (!allocator.release(oldest, oldest_bytes, 16).is_complete()) ++problems;
+    }
+  }
+  for (const auto& [ptr, bytes] : mine) {
+    if (!allocator.release(ptr, bytes, 16).is_complete()) ++problems;
+  }
+  return problems;
+}
+
 TEST_P(Allocator, ConcurrentAllocateAndReleaseAreSafe) {
-  covers("ALLOC-016", "ALLOC-006");
+  covers("ALLOC-016");
   constexpr int kThreads = 4;
+  constexpr int kRounds = 500;
+  {
+    // The same work one thread at a time must be clean first: a problem that
+    // shows without concurrency is another rule's, and another test's.
+    ORTMEM_CTS_PRECONDITION();
+    int sequential = 0;
+    for (int t = 0; t < kThreads; ++t) sequential += churn(*allocator_, adapter().memory(), t, kRounds);
+    ASSERT_EQ(sequential, 0) << "the workload fails even without concurrency";
+  }
   std::atomic<int> problems{0};
+  std::atomic<int> ready{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      std::vector<Block> mine;
-      for (int round = 0; round < 500; ++round) {
-        const std::size_t bytes = 16 + static_cast<std::size_t>((round * 37 + t * 11) % 2000);
-        auto ptr = allocator_->allocate(bytes, 16);
-        if (!ptr) {
-          ++problems;
-          continue;
-        }
-        adapter().memory().fill(*ptr, bytes, static_cast<std::uint8_t>(t + 1));
-        mine.push_back({*ptr, bytes, 16});
-        if (mine.size() > 6) {
-          const Block oldest = mine.front();
-          mine.erase(mine.begin());
-          if (!holds(oldest.ptr, oldest.bytes, static_cast<std::uint8_t>(t + 1))) ++problems;
-          if (!allocator_->release(oldest.ptr, oldest.bytes, oldest.align).is_complete()) ++problems;
-        }
-      }
-      for (const Block& block : mine) {
-        if (!allocator_->release(block.ptr, block.bytes, block.align).is_complete()) ++problems;
-      }
+      // A start barrier, so the threads really overlap.
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();
+      problems += churn(*allocator_, adapter().memory(), t, kRounds);
     });
   }
   for (auto& thread : threads) thread.join();
-  EXPECT_EQ(problems.load(), 0);
+  EXPECT_EQ(problems.load(), 0) << "allocate/release went wrong only when threads overlapped";
 }
 
 ORTMEM_CTS_INSTANTIATE(Allocator);

@@ -17,7 +17,32 @@ class Deferred : public RegistrySuite {
     ORTMEM_CTS_REQUIRE(Capability::kDeferredQueue);
     queue_ = adapter().make_queue(*harness_->context, {});
     ASSERT_NE(queue_, nullptr);
+    // The queue pins through the context: pins naming another context make
+    // every request unusable, which is PIN-001's failure, not the queue's.
+    auto first = harness_->context->pins().pin();
+    auto second = harness_->context->pins().pin();
+    if (!first || !second || first->context() != harness_->context_registration.identity ||
+        second->context() != harness_->context_registration.identity) {
+      RecordProperty(std::string(kPreconditionProperty), "the adapter's context issues pins that do not name it (PIN-001)");
+    }
   }
+
+  // Teardown is how the suite sees pins: it must refuse while a pin is held
+  // and finish once it is gone (PIN-006), shown here on a context of its own.
+  void expect_teardown_observes_pins() {
+    ORTMEM_CTS_CHECKING("PIN-006");
+    auto probe = adapter().make_context(*issuer_.issue<ProviderContextIdentity>());
+    ASSERT_NE(probe, nullptr);
+    {
+      auto pin = probe->pins().pin();
+      ASSERT_TRUE(pin);
+      probe->begin_retirement();
+      ASSERT_FALSE(probe->teardown(std::chrono::steady_clock::now())) << "teardown finished with a pin alive";
+    }
+    ASSERT_TRUE(probe->teardown(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+  }
+
+  IdentityIssuer issuer_ = *IdentityIssuer::create();
 
   std::unique_ptr<QueueUnderTest> queue_;
 };
@@ -26,27 +51,40 @@ TEST_P(Deferred, ARequestWaitsForItsFenceThenRunsExactlyOnce) {
   covers("DQ-001", "DQ-008", "DQ-011");
   queue_->record_use();
   auto disposition = owner().release_deferred(queue_->queue());
-  ASSERT_TRUE(disposition) << disposition.error().error().message();
-  ASSERT_TRUE(disposition->is_queued());
-  EXPECT_EQ(disposition->state(), AllocationReleaseState::kQueued);
-
-  EXPECT_EQ(queue_->drain(), 0U) << "a request ran before its fence was observed";
+  {
+    ORTMEM_CTS_CHECKING("DQ-008");
+    ASSERT_TRUE(disposition) << disposition.error().error().message();
+    ASSERT_TRUE(disposition->is_queued());
+    EXPECT_EQ(disposition->state(), AllocationReleaseState::kQueued);
+  }
+  {
+    ORTMEM_CTS_CHECKING("DQ-001");
+    EXPECT_EQ(queue_->drain(), 0U) << "a request ran before its fence was observed";
+  }
+  ORTMEM_CTS_CHECKING("DQ-008");
   const MechanismSnapshot queued = harness_->snapshot();
   EXPECT_EQ(queued.live_allocations, 0U);
   EXPECT_EQ(queued.queued_releases, 1U);
   EXPECT_GE(queued.active_operations, 1U);
   EXPECT_TRUE(queued.retains_ownership());
-  EXPECT_EQ(queue_->queue().pending(), 1U);
   EXPECT_EQ(harness_->allocator->release_calls.load(), 0U) << "the allocator was called while queued";
+  {
+    ORTMEM_CTS_CHECKING("DQ-011");
+    EXPECT_EQ(queue_->queue().pending(), 1U);
+  }
 
   queue_->signal_fences();
-  EXPECT_EQ(queue_->drain(), 1U);
-  EXPECT_EQ(queue_->drain(), 0U) << "a request ran twice";
-  EXPECT_EQ(harness_->allocator->release_calls.load(), 1U);
+  {
+    ORTMEM_CTS_CHECKING("DQ-001");
+    EXPECT_EQ(queue_->drain(), 1U) << "a request whose fence passed did not run";
+    EXPECT_EQ(queue_->drain(), 0U) << "a request ran twice";
+    EXPECT_EQ(harness_->allocator->release_calls.load(), 1U);
+  }
   const MechanismSnapshot settled = harness_->snapshot();
   EXPECT_EQ(settled.queued_releases, 0U);
   EXPECT_EQ(settled.active_operations, 0U);
   EXPECT_FALSE(settled.retains_ownership());
+  ORTMEM_CTS_CHECKING("DQ-011");
   EXPECT_EQ(queue_->queue().pending(), 0U);
 }
 
@@ -57,6 +95,7 @@ TEST_P(Deferred, RequestsRunInFifoOrder) {
     queue_->record_use();
     auto allocation = owner(64 + 64 * static_cast<std::size_t>(i));
     enqueued.push_back(allocation.data());
+    ORTMEM_CTS_PRECONDITION();
     ASSERT_TRUE(std::move(allocation).release_deferred(queue_->queue()));
   }
   queue_->signal_fences();
@@ -76,7 +115,11 @@ TEST_P(Deferred, ARefusedEnqueueHandsBackTheExactRequest) {
   ASSERT_TRUE(pin);
   auto refused = queue_->queue().enqueue(std::move(*prepared), std::move(*pin));
   ASSERT_FALSE(refused) << "a closed queue accepted a request";
-  EXPECT_EQ(refused.error().rejection(), DeferredEnqueueRejection::kClosed);
+  {
+    ORTMEM_CTS_CHECKING("DQ-006");
+    EXPECT_EQ(refused.error().rejection(), DeferredEnqueueRejection::kClosed);
+  }
+  ORTMEM_CTS_CHECKING("DQ-005");
   EXPECT_EQ(refused.error().request().identity(), identity) << "the request handed back is not the one given";
   auto request = std::move(refused.error()).take_request();
   const auto outcome = std::move(request).execute();
@@ -86,7 +129,10 @@ TEST_P(Deferred, ARefusedEnqueueHandsBackTheExactRequest) {
 TEST_P(Deferred, DeviceLossTakesPrecedenceOverClosedAndFull) {
   covers("DQ-006");
   auto bounded = adapter().make_queue(*harness_->context, {.capacity = 1});
-  ASSERT_TRUE(owner().release_deferred(bounded->queue()));
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(owner().release_deferred(bounded->queue()));
+  }
   bounded->close();
   auto closed = owner().release_deferred(bounded->queue());
   ASSERT_TRUE(closed);
@@ -100,17 +146,27 @@ TEST_P(Deferred, DeviceLossTakesPrecedenceOverClosedAndFull) {
 TEST_P(Deferred, ARejectedReleaseIsQuarantinedNotFreed) {
   covers("DQ-007", "DQ-011");
   auto bounded = adapter().make_queue(*harness_->context, {.capacity = 2});
-  ASSERT_EQ(bounded->capacity(), std::optional<std::size_t>{2});
-  ASSERT_TRUE(owner().release_deferred(bounded->queue()));
-  ASSERT_TRUE(owner().release_deferred(bounded->queue()));
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_EQ(bounded->capacity(), std::optional<std::size_t>{2});
+    ASSERT_TRUE(owner().release_deferred(bounded->queue()));
+    ASSERT_TRUE(owner().release_deferred(bounded->queue()));
+  }
   auto full = owner(512).release_deferred(bounded->queue());
   ASSERT_TRUE(full);
-  EXPECT_FALSE(full->is_queued());
-  EXPECT_EQ(full->rejection(), DeferredEnqueueRejection::kFull);
+  {
+    ORTMEM_CTS_CHECKING("DQ-011");
+    ASSERT_FALSE(full->is_queued()) << "a bounded queue took more than its capacity";
+    EXPECT_EQ(full->rejection(), DeferredEnqueueRejection::kFull);
+  }
+  ORTMEM_CTS_CHECKING("DQ-007");
   ASSERT_TRUE(full->outcome().has_value());
   ASSERT_NE(full->outcome()->residual(), nullptr);
   EXPECT_EQ(full->outcome()->residual()->reason, QuarantineReason::enqueue_rejected(DeferredEnqueueRejection::kFull));
-  EXPECT_LE(bounded->queue().pending(), 2U) << "a bounded queue exceeded its capacity";
+  {
+    ORTMEM_CTS_CHECKING("DQ-011");
+    EXPECT_LE(bounded->queue().pending(), 2U) << "a bounded queue exceeded its capacity";
+  }
   const MechanismSnapshot snapshot = harness_->snapshot();
   EXPECT_EQ(snapshot.quarantined_allocations, 1U);
   EXPECT_EQ(snapshot.quarantined_bytes, 512U);
@@ -119,18 +175,29 @@ TEST_P(Deferred, ARejectedReleaseIsQuarantinedNotFreed) {
 
 TEST_P(Deferred, AQueuedRequestPinsItsContext) {
   covers("DQ-009");
-  ASSERT_TRUE(owner().release_deferred(queue_->queue()));
+  expect_teardown_observes_pins();
+  if (HasFatalFailure()) return;
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(owner().release_deferred(queue_->queue()));
+  }
   harness_->context->begin_retirement();
   EXPECT_FALSE(harness_->context->teardown(std::chrono::steady_clock::now()))
       << "the context was torn down under a queued request";
   queue_->signal_fences();
-  EXPECT_EQ(queue_->drain(), 1U);
+  {
+    ORTMEM_CTS_PRECONDITION();
+    EXPECT_EQ(queue_->drain(), 1U);
+  }
   EXPECT_TRUE(harness_->context->teardown(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
 }
 
 TEST_P(Deferred, QueuedOwnershipBlocksRemoveAndConfirmation) {
   covers("DQ-010");
-  ASSERT_TRUE(owner().release_deferred(queue_->queue()));
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(owner().release_deferred(queue_->queue()));
+  }
   ASSERT_TRUE(harness_->registry.retire(harness_->mechanism));
   auto removed = harness_->registry.remove(harness_->mechanism);
   ASSERT_FALSE(removed) << "a mechanism with a queued release was removed";
@@ -146,9 +213,13 @@ TEST_P(Deferred, QueuedOwnershipBlocksRemoveAndConfirmation) {
 TEST_P(Deferred, DeviceLossSettlesQueuedRequestsWithoutTheAllocator) {
   covers("DQ-012", "DQ-013");
   queue_->record_use();
-  ASSERT_TRUE(owner().release_deferred(queue_->queue()));
-  ASSERT_TRUE(owner().release_deferred(queue_->queue()));
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(owner().release_deferred(queue_->queue()));
+    ASSERT_TRUE(owner().release_deferred(queue_->queue()));
+  }
   queue_->mark_device_lost();
+  ORTMEM_CTS_CHECKING("DQ-012");
   EXPECT_EQ(queue_->queue().pending(), 0U);
   EXPECT_EQ(harness_->allocator->release_calls.load(), 0U) << "the allocator was called after device loss";
   const MechanismSnapshot snapshot = harness_->snapshot();
@@ -159,6 +230,7 @@ TEST_P(Deferred, DeviceLossSettlesQueuedRequestsWithoutTheAllocator) {
     EXPECT_EQ(record.reason.kind, QuarantineReason::Kind::kDeviceLost);
   }
   // Only residuals remain: they must not keep the context from tearing down.
+  ORTMEM_CTS_CHECKING("DQ-013");
   harness_->context->begin_retirement();
   EXPECT_TRUE(harness_->context->teardown(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
 }
@@ -169,11 +241,18 @@ TEST_P(Deferred, ARetiringContextRefusesWorkAndTheOwnerStaysLive) {
   const AllocationIdentity identity = allocation.identity();
   harness_->context->begin_retirement();
   auto refused = std::move(allocation).release_deferred(queue_->queue());
-  ASSERT_FALSE(refused) << "a queue whose context is retiring took work";
-  EXPECT_EQ(refused.error().error().kind(), BindingError::Kind::kDeferredRefused);
-  const std::string message = refused.error().error().message();
-  EXPECT_NE(message.find("no longer accepting work"), std::string::npos) << message;
-  EXPECT_NE(message.find("stays live"), std::string::npos) << message;
+  {
+    ORTMEM_CTS_CHECKING("DQ-014");
+    ASSERT_FALSE(refused) << "a queue whose context is retiring took work";
+    EXPECT_EQ(refused.error().error().kind(), BindingError::Kind::kDeferredRefused);
+  }
+  {
+    ORTMEM_CTS_CHECKING("DQ-016");
+    const std::string message = refused.error().error().message();
+    EXPECT_NE(message.find("no longer accepting work"), std::string::npos) << message;
+    EXPECT_NE(message.find("stays live"), std::string::npos) << message;
+  }
+  ORTMEM_CTS_CHECKING("DQ-015");
   OwningAllocation back = std::move(refused.error()).take_allocation();
   EXPECT_EQ(back.identity(), identity);
   EXPECT_EQ(harness_->snapshot().live_allocations, 1U);
@@ -209,8 +288,11 @@ TEST_P(Deferred, EnqueueIsCalledWithNoLockHeld) {
   covers("DQ-003", "LOCK-002");
   ReenteringQueue probe(queue_->queue(), *harness_);
   auto disposition = owner().release_deferred(probe);
-  ASSERT_TRUE(disposition);
-  EXPECT_TRUE(disposition->is_queued());
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(disposition);
+    EXPECT_TRUE(disposition->is_queued());
+  }
   EXPECT_TRUE(probe.reentered_snapshot) << "the request was not counted as queued when enqueue ran";
   EXPECT_TRUE(probe.reentered_registry);
 }
@@ -220,7 +302,9 @@ TEST_P(Deferred, EnqueueDoesNotWaitForTheDevice) {
   // Work that never finishes: an enqueue that waited on it would never return.
   queue_->record_use();
   for (int i = 0; i < 64; ++i) ASSERT_TRUE(owner(32).release_deferred(queue_->queue()));
+  ORTMEM_CTS_CHECKING("DQ-011");
   EXPECT_EQ(queue_->queue().pending(), 64U);
+  ORTMEM_CTS_CHECKING("DQ-001");
   EXPECT_EQ(queue_->drain(), 0U);
   queue_->signal_fences();
   EXPECT_EQ(queue_->drain(), 64U);

@@ -130,7 +130,7 @@ TEST_P(Lifecycle, BindingsOutliveTheRegistryAndTearDownInOrder) {
     auto authority = *registry.register_authority(info().device,
                                                   std::make_shared<LoggedResource>(log, "authority"));
     auto mechanism =
-        registry.register_allocator(context, authority, std::make_shared<LoggingAllocator>(adapter().make_allocator(), log));
+        registry.register_allocator(context, authority, std::make_shared<LoggingAllocator>(watched_allocator(), log));
     ASSERT_TRUE(mechanism);
     auto binding = registry.bind(info().device);
     ASSERT_TRUE(binding);

@@ -50,6 +50,7 @@ TEST_P(Pins, APinIsAMoveOnlyClaimReleasedByDestruction) {
     ASSERT_TRUE(pin);
     // A claim outstanding: teardown cannot finish.
     context_->begin_retirement();
+    ORTMEM_CTS_CHECKING("PIN-006");
     EXPECT_FALSE(context_->teardown(in(0ms))) << "teardown finished with a pin alive";
   }
   EXPECT_TRUE(context_->teardown(in(5s))) << "destroying the pin did not release the claim";
@@ -60,12 +61,20 @@ TEST_P(Pins, PinsAreRefusedOnceRetiringAndNeverAgain) {
   context_->begin_retirement();
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto refused = context_->pins().pin();
-    ASSERT_FALSE(refused) << "a retiring context granted a pin";
+    {
+      ORTMEM_CTS_CHECKING("PIN-004");
+      ASSERT_FALSE(refused) << "a retiring context granted a pin";
+    }
+    ORTMEM_CTS_CHECKING("PIN-010");
     EXPECT_EQ(refused.error().kind, ProviderContextPinError::Kind::kContextUnavailable);
     EXPECT_EQ(refused.error().context, identity_);
     EXPECT_NE(refused.error().message().find("is no longer accepting work"), std::string::npos);
   }
-  ASSERT_TRUE(context_->teardown(in(5s)));
+  {
+    ORTMEM_CTS_CHECKING("PIN-006");
+    ASSERT_TRUE(context_->teardown(in(5s))) << "teardown of a retired context without pins did not finish";
+  }
+  ORTMEM_CTS_CHECKING("PIN-004");
   EXPECT_FALSE(context_->pins().pin()) << "a torn-down context granted a pin";
 }
 
@@ -87,10 +96,14 @@ TEST_P(Pins, OneMorePinThanTheCapIsRefusedNotWrapped) {
     held.push_back(std::move(*pin));
   }
   auto refused = capped->pins().pin();
+  ORTMEM_CTS_CHECKING("PIN-005");
   ASSERT_FALSE(refused) << "a fifth pin was granted past a cap of 4";
   EXPECT_EQ(refused.error().kind, ProviderContextPinError::Kind::kPinCountOverflow);
-  EXPECT_EQ(refused.error().context, identity_);
-  EXPECT_NE(refused.error().message().find("has too many outstanding pins"), std::string::npos);
+  {
+    ORTMEM_CTS_CHECKING("PIN-010");
+    EXPECT_EQ(refused.error().context, identity_);
+    EXPECT_NE(refused.error().message().find("has too many outstanding pins"), std::string::npos);
+  }
   if (auto outstanding = capped->outstanding_pins()) {
     EXPECT_EQ(*outstanding, 4U);
   }
@@ -108,7 +121,11 @@ TEST_P(Pins, TeardownWaitsForTheLastPin) {
     released = true;
     pin->reset();
   });
-  EXPECT_TRUE(context_->teardown(in(30s)));
+  {
+    ORTMEM_CTS_CHECKING("PIN-007");
+    EXPECT_TRUE(context_->teardown(in(30s))) << "teardown did not finish by its deadline once the pin went";
+  }
+  ORTMEM_CTS_CHECKING("PIN-006");
   EXPECT_TRUE(released.load()) << "teardown finished before the last pin was released";
   holder.join();
 }
@@ -118,7 +135,11 @@ TEST_P(Pins, TeardownFromAPinHoldingThreadEndsByItsDeadline) {
   auto pin = context_->pins().pin();
   ASSERT_TRUE(pin);
   const auto started = std::chrono::steady_clock::now();
-  EXPECT_FALSE(context_->teardown(in(50ms)));
+  {
+    ORTMEM_CTS_CHECKING("PIN-006");
+    EXPECT_FALSE(context_->teardown(in(50ms))) << "teardown finished with a pin alive";
+  }
+  ORTMEM_CTS_CHECKING("PIN-008");
   EXPECT_LT(std::chrono::steady_clock::now() - started, 10s) << "teardown ignored its deadline";
 }
 
@@ -149,7 +170,10 @@ TEST_P(Pins, ConcurrentPinsKeepAnExactCount) {
     EXPECT_EQ(*outstanding, static_cast<std::uint64_t>(kThreads * kHeld));
   }
   context_->begin_retirement();
-  EXPECT_FALSE(context_->teardown(in(0ms))) << "teardown finished with pins alive";
+  {
+    ORTMEM_CTS_CHECKING("PIN-006");
+    EXPECT_FALSE(context_->teardown(in(0ms))) << "teardown finished with pins alive";
+  }
   release = true;
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(refused.load(), 0);

@@ -24,7 +24,7 @@ class Property : public AdapterSuite {};
 // ---- The allocator alone: random allocate / release / check sequences. ----
 
 TEST_P(Property, RandomAllocateReleaseSequencesKeepTheAllocatorContract) {
-  covers("ALLOC-005", "ALLOC-006", "ALLOC-015", "ALLOC-017");
+  covers("ALLOC-005", "ALLOC-006", "ALLOC-014", "ALLOC-015", "ALLOC-017");
   rc::detail::checkGTest([this] {
     auto allocator = adapter().make_allocator();
     struct Block {
@@ -45,10 +45,10 @@ TEST_P(Property, RandomAllocateReleaseSequencesKeepTheAllocatorContract) {
         const std::size_t align = std::size_t{1} << *rc::gen::inRange(0, 13);
         auto ptr = allocator->allocate(bytes, align);
         if (!ptr) release_all();
-        RC_ASSERT(ptr.has_value());
+        ORTMEM_CTS_RC_ASSERT("ALLOC-005", ptr.has_value());
         const auto address = reinterpret_cast<std::uintptr_t>(*ptr);
-        RC_ASSERT(address != 0U);
-        RC_ASSERT(address % align == 0U);
+        ORTMEM_CTS_RC_ASSERT("ALLOC-005", address != 0U);
+        ORTMEM_CTS_RC_ASSERT("ALLOC-005", address % align == 0U);
         const auto pattern = static_cast<std::uint8_t>(step * 31 + 7);
         adapter().memory().fill(*ptr, bytes, pattern);
         live.push_back({*ptr, bytes, align, pattern});
@@ -61,9 +61,9 @@ TEST_P(Property, RandomAllocateReleaseSequencesKeepTheAllocatorContract) {
         live.erase(live.begin() + static_cast<std::ptrdiff_t>(index));
         const auto outcome = allocator->release(block.ptr, block.bytes, block.align);
         if (!intact || !outcome.is_complete()) release_all();
-        RC_ASSERT(intact);
-        RC_ASSERT(outcome.is_complete());
-        RC_ASSERT(outcome.accounting()->allocation_bytes == block.bytes);
+        ORTMEM_CTS_RC_ASSERT("ALLOC-015", intact);
+        ORTMEM_CTS_RC_PRECONDITION(outcome.is_complete());
+        ORTMEM_CTS_RC_ASSERT("ALLOC-017", outcome.accounting()->allocation_bytes == block.bytes);
       }
     }
     // No two live blocks overlap.
@@ -75,7 +75,7 @@ TEST_P(Property, RandomAllocateReleaseSequencesKeepTheAllocatorContract) {
                   reinterpret_cast<std::uintptr_t>(sorted[i].ptr);
     }
     release_all();
-    RC_ASSERT(disjoint);
+    ORTMEM_CTS_RC_ASSERT("ALLOC-006", disjoint);
   });
 }
 
@@ -120,17 +120,19 @@ using LifecycleCommand = rc::state::Command<LifecycleModel, LifecycleSut>;
 // After every command the registry's own view must equal the model's.
 void check_against_model(const LifecycleModel& model, LifecycleSut& sut) {
   const MechanismSnapshot snapshot = sut.harness.snapshot();
-  RC_ASSERT(snapshot.live_allocations == (model.terminated ? 0 : model.live.size()));
-  RC_ASSERT(snapshot.queued_releases == model.queued);
-  RC_ASSERT(snapshot.quarantined_allocations == model.quarantined);
-  RC_ASSERT(snapshot.quarantined_bytes == model.quarantined_bytes);
-  RC_ASSERT(sut.harness.allocator->allocate_calls.load() == model.allocator_allocations);
-  RC_ASSERT(sut.harness.allocator->release_calls.load() == model.allocator_releases);
+  ORTMEM_CTS_RC_ASSERT("OWN-002", snapshot.live_allocations == (model.terminated ? 0 : model.live.size()));
+  ORTMEM_CTS_RC_ASSERT("DQ-008", snapshot.queued_releases == model.queued);
+  ORTMEM_CTS_RC_ASSERT("OWN-008", snapshot.quarantined_allocations == model.quarantined);
+  ORTMEM_CTS_RC_ASSERT("OWN-008", snapshot.quarantined_bytes == model.quarantined_bytes);
+  ORTMEM_CTS_RC_ASSERT("OWN-002", sut.harness.allocator->allocate_calls.load() == model.allocator_allocations);
+  ORTMEM_CTS_RC_ASSERT("DQ-002", sut.harness.allocator->release_calls.load() == model.allocator_releases);
   if (model.terminated) return;
   for (const auto& [slot, allocation] : model.live) {
     std::vector<std::uint8_t> seen(allocation.bytes);
     sut.adapter.memory().read(sut.owners.at(slot).data(), seen);
-    RC_ASSERT(std::all_of(seen.begin(), seen.end(), [&](std::uint8_t b) { return b == allocation.pattern; }));
+    // The bytes are the allocator's to keep (ALLOC-015), whatever the binding did.
+    ORTMEM_CTS_RC_ASSERT("ALLOC-015",
+                         std::all_of(seen.begin(), seen.end(), [&](std::uint8_t b) { return b == allocation.pattern; }));
   }
 }
 
@@ -146,7 +148,7 @@ struct Allocate final : LifecycleCommand {
   }
   void run(const LifecycleModel& model, LifecycleSut& sut) const override {
     auto owner = sut.harness.binding->allocate_owning(bytes, align);
-    RC_ASSERT(owner.has_value());
+    ORTMEM_CTS_RC_PRECONDITION(owner.has_value());
     sut.adapter.memory().fill(owner->data(), bytes, static_cast<std::uint8_t>(model.next_slot * 13 + 1));
     sut.owners.emplace(model.next_slot, std::move(*owner));
     check_against_model(nextState(model), sut);
@@ -171,7 +173,7 @@ struct LendView final : LifecycleCommand {
   void apply(LifecycleModel& model) const override { ++model.live.at(slot).views; }
   void run(const LifecycleModel& model, LifecycleSut& sut) const override {
     auto view = sut.owners.at(slot).view(0, model.live.at(slot).bytes);
-    RC_ASSERT(view.has_value());
+    ORTMEM_CTS_RC_ASSERT("OWN-005", view.has_value());
     sut.views[slot].push_back(std::move(*view));
     check_against_model(nextState(model), sut);
   }
@@ -208,13 +210,14 @@ struct ReleaseNow final : LifecycleCommand {
     auto node = sut.owners.extract(slot);
     auto outcome = std::move(node.mapped()).release_now();
     if (views > 0) {
-      RC_ASSERT(!outcome.has_value());
-      RC_ASSERT(outcome.error().error().kind() == BindingError::Kind::kOutstandingViews);
-      RC_ASSERT(outcome.error().error().count() == static_cast<std::size_t>(views));
+      ORTMEM_CTS_RC_ASSERT("OWN-005", !outcome.has_value());
+      ORTMEM_CTS_RC_ASSERT("OWN-005", outcome.error().error().kind() == BindingError::Kind::kOutstandingViews);
+      ORTMEM_CTS_RC_ASSERT("OWN-005", outcome.error().error().count() == static_cast<std::size_t>(views));
       sut.owners.emplace(slot, std::move(outcome.error()).take_allocation());
     } else {
-      RC_ASSERT(outcome.has_value());
-      RC_ASSERT(outcome->is_complete());
+      ORTMEM_CTS_RC_ASSERT("REL-008", outcome.has_value());
+      // The allocator's own outcome is ALLOC's to judge; the binding passes it on.
+      ORTMEM_CTS_RC_PRECONDITION(outcome->is_complete());
     }
     check_against_model(nextState(model), sut);
   }
@@ -239,12 +242,12 @@ struct ReleaseDeferred final : LifecycleCommand {
     auto node = sut.owners.extract(slot);
     auto disposition = std::move(node.mapped()).release_deferred(sut.queue->queue());
     if (views > 0) {
-      RC_ASSERT(!disposition.has_value());
-      RC_ASSERT(disposition.error().error().kind() == BindingError::Kind::kOutstandingViews);
+      ORTMEM_CTS_RC_ASSERT("OWN-005", !disposition.has_value());
+      ORTMEM_CTS_RC_ASSERT("OWN-005", disposition.error().error().kind() == BindingError::Kind::kOutstandingViews);
       sut.owners.emplace(slot, std::move(disposition.error()).take_allocation());
     } else {
-      RC_ASSERT(disposition.has_value());
-      RC_ASSERT(disposition->is_queued());
+      ORTMEM_CTS_RC_ASSERT("DQ-008", disposition.has_value());
+      ORTMEM_CTS_RC_ASSERT("DQ-008", disposition->is_queued());
     }
     check_against_model(nextState(model), sut);
   }
@@ -266,7 +269,7 @@ struct SignalAndDrain final : LifecycleCommand {
   }
   void run(const LifecycleModel& model, LifecycleSut& sut) const override {
     sut.queue->signal_fences();
-    RC_ASSERT(sut.queue->drain() == model.queued);
+    ORTMEM_CTS_RC_ASSERT("DQ-001", sut.queue->drain() == model.queued);
     check_against_model(nextState(model), sut);
   }
   void show(std::ostream& os) const override { os << "signal fences and drain"; }
@@ -295,8 +298,8 @@ struct Retire final : LifecycleCommand {
   void checkPreconditions(const LifecycleModel& model) const override { RC_PRE(!model.retired && !model.lost); }
   void apply(LifecycleModel& model) const override { model.retired = true; }
   void run(const LifecycleModel& model, LifecycleSut& sut) const override {
-    RC_ASSERT(sut.harness.registry.retire(sut.harness.mechanism).has_value());
-    RC_ASSERT(!sut.harness.binding->allocate(8, 8).has_value());
+    ORTMEM_CTS_RC_PRECONDITION(sut.harness.registry.retire(sut.harness.mechanism).has_value());
+    ORTMEM_CTS_RC_PRECONDITION(!sut.harness.binding->allocate(8, 8).has_value());
     check_against_model(nextState(model), sut);
   }
   void show(std::ostream& os) const override { os << "retire"; }
@@ -307,7 +310,8 @@ struct Invalidate final : LifecycleCommand {
   void checkPreconditions(const LifecycleModel& model) const override { RC_PRE(!model.lost); }
   void apply(LifecycleModel& model) const override { model.lost = true; }
   void run(const LifecycleModel& model, LifecycleSut& sut) const override {
-    RC_ASSERT(sut.harness.registry.invalidate_device(sut.adapter.info().device, "property: lost").has_value());
+    ORTMEM_CTS_RC_PRECONDITION(
+        sut.harness.registry.invalidate_device(sut.adapter.info().device, "property: lost").has_value());
     check_against_model(nextState(model), sut);
   }
   void show(std::ostream& os) const override { os << "invalidate device"; }
@@ -324,8 +328,10 @@ struct ConfirmTermination final : LifecycleCommand {
   void run(const LifecycleModel& model, LifecycleSut& sut) const override {
     const bool allowed = model.lost && model.queued == 0;
     const auto confirmed = sut.harness.registry.confirm_context_terminated(sut.harness.context_registration);
-    RC_ASSERT(confirmed.has_value() == allowed);
-    if (!allowed && model.lost) RC_ASSERT(confirmed.error().kind() == BindingError::Kind::kContextNotQuiescent);
+    ORTMEM_CTS_RC_ASSERT("TEAR-011", confirmed.has_value() == allowed);
+    if (!allowed && model.lost) {
+      ORTMEM_CTS_RC_ASSERT("TEAR-011", confirmed.error().kind() == BindingError::Kind::kContextNotQuiescent);
+    }
     check_against_model(nextState(model), sut);
   }
   void show(std::ostream& os) const override { os << "confirm context terminated"; }
@@ -340,10 +346,12 @@ struct Remove final : LifecycleCommand {
     const bool retains = !model.live.empty() || model.queued != 0 || model.quarantined != 0;
     const auto removed = sut.harness.registry.remove(sut.harness.mechanism);
     if (retains || (!model.retired && !model.lost)) {
-      RC_ASSERT(!removed.has_value());
-      if (model.quarantined != 0) RC_ASSERT(removed.error().kind() == BindingError::Kind::kQuarantinedOwnership);
+      ORTMEM_CTS_RC_ASSERT("TEAR-013", !removed.has_value());
+      if (model.quarantined != 0) {
+        ORTMEM_CTS_RC_ASSERT("TEAR-014", removed.error().kind() == BindingError::Kind::kQuarantinedOwnership);
+      }
     } else {
-      RC_ASSERT(removed.has_value());
+      ORTMEM_CTS_RC_ASSERT("TEAR-013", removed.has_value());
       RC_DISCARD("removed: nothing further to check");
     }
     check_against_model(model, sut);
@@ -357,7 +365,11 @@ TEST_P(Property, TheBindingLifecycleMatchesItsModel) {
   ORTMEM_CTS_REQUIRE(Capability::kDeferredQueue);
   rc::detail::checkGTest([this] {
     LifecycleSut sut(adapter());
-    RC_ASSERT(sut.harness.ready());
+    ORTMEM_CTS_RC_PRECONDITION(sut.harness.ready());
+    // Pins naming another context make every queued request unusable: PIN-001's failure.
+    auto pin = sut.harness.context->pins().pin();
+    ORTMEM_CTS_RC_PRECONDITION(pin && pin->context() == sut.harness.context_registration.identity);
+    pin->reset();
     rc::state::check(LifecycleModel{}, sut,
                      rc::state::gen::execOneOfWithArgs<Allocate, Allocate, LendView, DropView, ReleaseNow,
                                                        ReleaseDeferred, SignalAndDrain, DropOwner, Retire, Invalidate,

@@ -92,7 +92,7 @@ class RegistryRules : public AdapterSuite {
  protected:
   void SetUp() override {
     AdapterSuite::SetUp();
-    probe_ = std::make_shared<CapabilityProbe>(adapter().make_allocator());
+    probe_ = std::make_shared<CapabilityProbe>(watched_allocator());
     registry_ = *BindingRegistry::create();
     context_ = *registry_->register_provider_context(info().device);
     auto authority = *registry_->register_authority(info().device);

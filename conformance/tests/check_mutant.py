@@ -3,8 +3,10 @@
 
 Usage: check_mutant.py RUNNER MANIFEST NAME REPORT_DIR
 
-Passes when the runner exits 1 (not 2, not a crash), writes a report, and every
-requirement the manifest lists under must_fail has status fail. Tests run in
+Passes when the runner exits 1 (not 2, not a crash), writes a report, and the
+requirements with status fail are exactly those the manifest lists under
+must_fail: a missing one is a rule the kit let through, an extra one a failure
+blamed on the wrong requirement. The seed is fixed so the set is reproducible. Tests run in
 child processes (one at a time: ctest runs these checks in parallel) with a
 short deadline, so a mutant that crashes or hangs costs seconds, not the suite.
 """
@@ -12,6 +14,8 @@ import json
 import pathlib
 import subprocess
 import sys
+
+SEED = "20261201"
 
 
 def main(argv):
@@ -25,7 +29,7 @@ def main(argv):
         return 2
     report = pathlib.Path(report_dir) / (name.replace(":", "_") + ".json")
     report.unlink(missing_ok=True)
-    run = subprocess.run([runner, "run", "--adapter", name, "--jobs", "1", "--timeout", "2", "--quiet",
+    run = subprocess.run([runner, "run", "--adapter", name, "--jobs", "1", "--timeout", "2", "--seed", SEED, "--quiet",
                           "--report", str(report)], capture_output=True, text=True, timeout=600)
     problems = []
     if run.returncode != 1:
@@ -34,9 +38,13 @@ def main(argv):
         problems.append("no report was written")
     else:
         statuses = {r["id"]: r["status"] for r in json.loads(report.read_text())["requirements"]}
+        failed = {rid for rid, status in statuses.items() if status == "fail"}
         for rid in entry["must_fail"]:
-            if statuses.get(rid) != "fail":
+            if rid not in failed:
                 problems.append(f"{rid} is {statuses.get(rid, 'absent')}, expected fail ({entry['breaks']})")
+        for rid in sorted(failed - set(entry["must_fail"])):
+            problems.append(f"{rid} failed, but the manifest does not list it: a check blamed the wrong requirement, "
+                            f"or the mutant breaks more than it says (then list it)")
     for problem in problems:
         print(f"{name}: {problem}", file=sys.stderr)
     if not problems:

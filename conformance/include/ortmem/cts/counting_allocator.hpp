@@ -5,12 +5,20 @@
 // the decorator only counts, so a suite can assert "the allocator was not
 // called" (device loss, quarantine) and "released exactly once". Capability
 // discovery is forwarded unchanged, so coherence is the inner allocator's.
+//
+// It also notes the first answer off the plain path (a refused allocate, a
+// release that is not Complete for exactly the bytes released): the registry
+// asks only well-formed things, so a registry test that fails after such an
+// answer failed on a precondition, and the ALLOC tests judge the allocator.
+// A Quarantined release is not noted: fault injection produces it on purpose.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "ortmem/allocator.hpp"
@@ -23,7 +31,9 @@ class CountingAllocator final : public DeviceAllocator {
 
   Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
     allocate_calls.fetch_add(1, std::memory_order_relaxed);
-    return inner_->allocate(bytes, align);
+    auto ptr = inner_->allocate(bytes, align);
+    if (!ptr) note("refused allocate(" + std::to_string(bytes) + ", " + std::to_string(align) + "): " + ptr.error().message());
+    return ptr;
   }
   AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
     release_calls.fetch_add(1, std::memory_order_relaxed);
@@ -31,7 +41,12 @@ class CountingAllocator final : public DeviceAllocator {
       const std::lock_guard lock(order_mutex_);
       release_order_.push_back(ptr);
     }
-    return inner_->release(ptr, bytes, align);
+    auto outcome = inner_->release(ptr, bytes, align);
+    const bool exact = outcome.is_complete() && outcome.accounting()->allocation_bytes == bytes;
+    if (!exact && !outcome.is_quarantined()) {
+      note("answered release(" + std::to_string(bytes) + " bytes) with " + outcome.describe());
+    }
+    return outcome;
   }
   void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
     release_calls.fetch_add(1, std::memory_order_relaxed);
@@ -49,13 +64,25 @@ class CountingAllocator final : public DeviceAllocator {
     return release_order_;
   }
 
+  // The first answer off the plain path, if any.
+  [[nodiscard]] std::optional<std::string> deviation() const {
+    const std::lock_guard lock(order_mutex_);
+    return deviation_;
+  }
+
   std::atomic<std::size_t> allocate_calls{0};
   std::atomic<std::size_t> release_calls{0};
 
  private:
+  void note(std::string what) {
+    const std::lock_guard lock(order_mutex_);
+    if (!deviation_) deviation_ = "the adapter's allocator " + std::move(what);
+  }
+
   std::shared_ptr<DeviceAllocator> inner_;
   mutable std::mutex order_mutex_;
   std::vector<void*> release_order_;
+  std::optional<std::string> deviation_;
 };
 
 }  // namespace ortmem::cts

@@ -57,6 +57,7 @@ class RegistrySuite : public AdapterSuite {
   void SetUp() override {
     AdapterSuite::SetUp();
     harness_ = std::make_unique<RegistryHarness>(adapter());
+    watch(harness_->allocator);
     ASSERT_TRUE(harness_->ready());
   }
   [[nodiscard]] MemoryBinding& binding() { return *harness_->binding; }

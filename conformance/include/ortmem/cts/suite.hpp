@@ -20,9 +20,11 @@
 #include <cctype>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ortmem/cts/adapter.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
+#include "ortmem/cts/counting_allocator.hpp"
 
 namespace ortmem::cts {
 
@@ -37,6 +39,11 @@ void covers(const char* first, Ids... rest) {
 // The tags the runner reads in a failure's message (result_collector.cpp).
 inline constexpr std::string_view kChecksTag = "[checks ";
 inline constexpr std::string_view kPreconditionTag = "[precondition]";
+
+// A test property: the adapter broke something the whole test stands on
+// (what, in words), so all its failures are of its preconditions: they judge
+// no requirement of this test, and another test charges the broken part.
+inline constexpr std::string_view kPreconditionProperty = "precondition";
 
 template <class... Ids>
 std::string checks_tag(const char* first, Ids... rest) {
@@ -57,12 +64,32 @@ class AdapterSuite : public ::testing::TestWithParam<std::string> {
     info_ = adapter_->info();
   }
 
+  void TearDown() override {
+    for (const auto& watched : watched_) {
+      if (const auto deviation = watched->deviation()) {
+        RecordProperty(std::string(kPreconditionProperty), *deviation);
+        return;
+      }
+    }
+  }
+
   [[nodiscard]] Adapter& adapter() { return *adapter_; }
   [[nodiscard]] const AdapterInfo& info() const { return info_; }
+  // `allocator`, watched: if it leaves the plain path during the test, the
+  // test's failures are preconditions (counting_allocator.hpp).
+  std::shared_ptr<CountingAllocator> watch(std::shared_ptr<CountingAllocator> allocator) {
+    watched_.push_back(allocator);
+    return allocator;
+  }
+  // A fresh allocator of the adapter's, watched.
+  std::shared_ptr<CountingAllocator> watched_allocator() {
+    return watch(std::make_shared<CountingAllocator>(adapter().make_allocator()));
+  }
 
  private:
   std::unique_ptr<Adapter> adapter_;
   AdapterInfo info_;
+  std::vector<std::shared_ptr<CountingAllocator>> watched_;
 };
 
 // Instance names are the adapter names, with anything GoogleTest does not
@@ -99,6 +126,13 @@ struct AdapterName {
 #define ORTMEM_CTS_RC_ASSERT(ids, ...)                                                          \
   do {                                                                                         \
     if (!(__VA_ARGS__)) RC_FAIL(std::string(::ortmem::cts::kChecksTag) + ids + "] " #__VA_ARGS__); \
+  } while (false)
+
+// RC_ASSERT of a precondition of a model-based check: its failure judges no
+// requirement of the test (see ORTMEM_CTS_PRECONDITION).
+#define ORTMEM_CTS_RC_PRECONDITION(...)                                                         \
+  do {                                                                                         \
+    if (!(__VA_ARGS__)) RC_FAIL(std::string(::ortmem::cts::kPreconditionTag) + " " #__VA_ARGS__); \
   } while (false)
 
 // Instantiates `suite` for every adapter selected for this run.

@@ -226,7 +226,12 @@ Judgement judge(const std::vector<SpecRequirement>& spec, const std::vector<Test
                 const std::vector<std::string>& declared_list, Scope scope) {
   std::map<std::string, std::vector<const TestResult*>> by_requirement;
   for (const TestResult& test : tests) {
-    for (const std::string& id : test.requirements) by_requirement[id].push_back(&test);
+    // A check may name a requirement its test's list leaves out; it still counts.
+    std::set<std::string> named(test.requirements.begin(), test.requirements.end());
+    for (const Failure& failure : test.failures) {
+      if (failure.requirements) named.insert(failure.requirements->begin(), failure.requirements->end());
+    }
+    for (const std::string& id : named) by_requirement[id].push_back(&test);
   }
   const std::set<std::string> declared(declared_list.begin(), declared_list.end());
 

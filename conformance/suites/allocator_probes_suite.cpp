@@ -1,0 +1,213 @@
+// Deterministic deep probes of the allocator contract: the places a random
+// walk reaches rarely. Bugs that show only above a size, only for some
+// size x alignment pairs, only after hundreds of operations or on the second
+// reuse of an address, only for requests past 32 bits. Every block is filled
+// and read back whole, every live block is checked against every other for
+// overlap, and every outcome field is compared with what was asked.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ortmem/cts/suite.hpp"
+
+namespace ortmem::cts {
+namespace {
+
+constexpr std::size_t kKiB = 1024;
+constexpr std::size_t kMiB = 1024 * kKiB;
+
+// Sizes at and around the boundaries allocators switch strategy at: pages,
+// 64 KiB granules, 1 and 2 MiB (huge pages, large-object thresholds).
+const std::vector<std::size_t> kEdgeSizes = {1,           4095,         4096,          4097,
+                                             64 * kKiB - 1, 64 * kKiB,  64 * kKiB + 1, kMiB - 1,
+                                             kMiB,        kMiB + 1,     2 * kMiB - 1,  2 * kMiB,
+                                             2 * kMiB + 1, 2 * kMiB + 4096, 2 * kMiB + 64 * kKiB, 4 * kMiB + 1};
+
+struct Block {
+  void* ptr = nullptr;
+  std::size_t bytes = 0;
+  std::size_t align = 0;
+  std::uint8_t pattern = 0;
+};
+
+class AllocatorProbe : public AdapterSuite {
+ protected:
+  void SetUp() override {
+    AdapterSuite::SetUp();
+    allocator_ = adapter().make_allocator();
+    ASSERT_NE(allocator_, nullptr);
+  }
+  void TearDown() override {
+    for (const auto& [address, block] : live_) (void)allocator_->release(block.ptr, block.bytes, block.align);
+    AdapterSuite::TearDown();
+  }
+
+  // Allocates, checks address and overlap, fills. Null when refused.
+  Block* allocate(std::size_t bytes, std::size_t align, std::uint8_t pattern) {
+    auto ptr = allocator_->allocate(bytes, align);
+    {
+      ORTMEM_CTS_PRECONDITION();
+      EXPECT_TRUE(ptr) << "allocate(" << bytes << ", " << align << "): " << (ptr ? "" : ptr.error().message());
+    }
+    if (!ptr) return nullptr;
+    const auto address = reinterpret_cast<std::uintptr_t>(*ptr);
+    {
+      ORTMEM_CTS_CHECKING("ALLOC-005");
+      EXPECT_NE(address, 0U);
+      EXPECT_EQ(address % align, 0U) << bytes << " bytes at alignment " << align << " got 0x" << std::hex << address;
+    }
+    {
+      ORTMEM_CTS_CHECKING("ALLOC-006");
+      // The live block starting at or below this one, and the one after.
+      auto next = live_.lower_bound(address);
+      if (next != live_.end()) {
+        EXPECT_LE(address + bytes, next->first) << bytes << " bytes at 0x" << std::hex << address
+                                                << " overlap a live block at 0x" << next->first;
+      }
+      if (next != live_.begin()) {
+        const auto& previous = std::prev(next)->second;
+        EXPECT_LE(reinterpret_cast<std::uintptr_t>(previous.ptr) + previous.bytes, address)
+            << bytes << " bytes at 0x" << std::hex << address << " overlap a live block of " << std::dec
+            << previous.bytes << " bytes";
+      }
+    }
+    adapter().memory().fill(*ptr, bytes, pattern);
+    return &(live_[address] = Block{*ptr, bytes, align, pattern});
+  }
+
+  [[nodiscard]] bool intact(const Block& block) {
+    std::vector<std::uint8_t> seen(block.bytes);
+    adapter().memory().read(block.ptr, seen);
+    return std::all_of(seen.begin(), seen.end(), [&](std::uint8_t b) { return b == block.pattern; });
+  }
+
+  // Checks the bytes, releases, and checks every field of the outcome.
+  void release(Block block) {
+    {
+      ORTMEM_CTS_CHECKING("ALLOC-015");
+      EXPECT_TRUE(intact(block)) << "the bytes of a live block of " << block.bytes << " (alignment " << block.align
+                                 << ") changed before its release";
+    }
+    live_.erase(reinterpret_cast<std::uintptr_t>(block.ptr));
+    auto outcome = allocator_->release(block.ptr, block.bytes, block.align);
+    if (outcome.is_failed()) {
+      ORTMEM_CTS_CHECKING("ALLOC-018");
+      // Failed promises nothing changed: the same release must still work.
+      // (Reading the bytes first could fault if it lied; the allocator
+      // suite reads them after a Failed release of a small block.)
+      const auto again = allocator_->release(block.ptr, block.bytes, block.align);
+      EXPECT_TRUE(again.is_complete()) << "a Failed release left the block unreleasable: " << again.describe();
+      return;
+    }
+    if (const ResidualOwnership* residual = outcome.residual()) {
+      ORTMEM_CTS_CHECKING("ALLOC-019");
+      EXPECT_EQ(residual->address, reinterpret_cast<std::uintptr_t>(block.ptr));
+      EXPECT_EQ(residual->align, block.align);
+      EXPECT_LE(residual->retained_bytes, block.bytes);
+      return;
+    }
+    ORTMEM_CTS_CHECKING("ALLOC-017");
+    ASSERT_NE(outcome.accounting(), nullptr);
+    EXPECT_EQ(outcome.accounting()->allocation_bytes, block.bytes);
+  }
+
+  std::shared_ptr<DeviceAllocator> allocator_;
+  std::map<std::uintptr_t, Block> live_;
+};
+
+TEST_P(AllocatorProbe, EverySizeAtAStrategyEdgeTimesEveryAlignmentTo4MiB) {
+  covers("ALLOC-005", "ALLOC-006", "ALLOC-015", "ALLOC-017", "ALLOC-018", "ALLOC-019");
+  // All sizes of one alignment are live together, so neighbours can collide.
+  for (std::size_t align = 1; align <= 4 * kMiB; align <<= 1) {
+    std::vector<Block> blocks;
+    std::uint8_t pattern = 1;
+    for (std::size_t bytes : kEdgeSizes) {
+      if (Block* block = allocate(bytes, align, pattern++)) blocks.push_back(*block);
+    }
+    for (const Block& block : blocks) release(block);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST_P(AllocatorProbe, AMismatchedReleaseOfALargeBlockIsFailedAndChangesNothing) {
+  covers("ALLOC-020", "ALLOC-018");
+  for (std::size_t bytes : {std::size_t{4096}, kMiB + 1, 2 * kMiB + 4096, 4 * kMiB + 1}) {
+    for (std::size_t align : {std::size_t{64}, 64 * kKiB, 2 * kMiB}) {
+      Block* block = allocate(bytes, align, 0x5A);
+      if (block == nullptr) continue;
+      const Block held = *block;
+      const std::pair<std::size_t, std::size_t> wrong[] = {
+          {bytes - 1, align}, {bytes + 1, align}, {bytes, align * 2}, {bytes, align == 1 ? 2 : align / 2}};
+      for (const auto& [wrong_bytes, wrong_align] : wrong) {
+        ORTMEM_CTS_CHECKING("ALLOC-020");
+        const auto outcome = allocator_->release(held.ptr, wrong_bytes, wrong_align);
+        EXPECT_TRUE(outcome.is_failed()) << "release(" << wrong_bytes << ", " << wrong_align << ") of a block of "
+                                         << bytes << " at alignment " << align << ": " << outcome.describe();
+        if (!outcome.is_failed()) {
+          live_.erase(reinterpret_cast<std::uintptr_t>(held.ptr));
+          break;
+        }
+      }
+      if (live_.contains(reinterpret_cast<std::uintptr_t>(held.ptr))) release(held);
+    }
+  }
+}
+
+TEST_P(AllocatorProbe, ThousandsOfOperationsOnTheSameSizesKeepEveryBlockIntact) {
+  covers("ALLOC-005", "ALLOC-006", "ALLOC-015", "ALLOC-017", "ALLOC-018");
+  // A window of live blocks over a few sizes, so addresses are reused again
+  // and again: past any slab refill, free-list reuse or periodic bookkeeping.
+  constexpr int kOperations = 3000;
+  constexpr std::size_t kWindow = 12;
+  const std::size_t sizes[] = {24, 64, 100, 256, 4096, 70000};
+  std::vector<Block> window;
+  for (int op = 0; op < kOperations && !HasFatalFailure(); ++op) {
+    const std::size_t bytes = sizes[static_cast<std::size_t>(op * 7) % std::size(sizes)];
+    if (Block* block = allocate(bytes, 16, static_cast<std::uint8_t>(op % 251 + 1))) window.push_back(*block);
+    if (window.size() > kWindow) {
+      // Oldest first, then the newest, so both ends of a free list are used.
+      const std::size_t victim = (op % 2 == 0) ? 0 : window.size() - 2;
+      release(window[victim]);
+      window.erase(window.begin() + static_cast<std::ptrdiff_t>(victim));
+    }
+    if (op % 97 == 0) {
+      ORTMEM_CTS_CHECKING("ALLOC-015");
+      for (const Block& block : window) EXPECT_TRUE(intact(block)) << "a live block changed at operation " << op;
+    }
+  }
+  for (const Block& block : window) release(block);
+}
+
+TEST_P(AllocatorProbe, RequestsPastTheAddressSpaceAreRefusedNamingTheirExactSize) {
+  covers("ALLOC-001", "ALLOC-003", "ALLOC-008", "ALLOC-009");
+  // Each past what a 47-bit user address space can hold, so no machine grants them.
+  for (std::size_t bytes : {(std::size_t{1} << 48) + 1, (std::size_t{1} << 50) + 12345, SIZE_MAX - 4096, SIZE_MAX}) {
+    auto ptr = allocator_->allocate(bytes, 4096);
+    if (ptr) {
+      live_[reinterpret_cast<std::uintptr_t>(*ptr)] = Block{*ptr, bytes, 4096, 0};
+      ORTMEM_CTS_CHECKING(bytes > SIZE_MAX - 8192 ? "ALLOC-008" : "ALLOC-009");
+      ADD_FAILURE() << bytes << " bytes were granted";
+      continue;
+    }
+    {
+      ORTMEM_CTS_CHECKING(bytes > SIZE_MAX - 8192 ? "ALLOC-008" : "ALLOC-009");
+      EXPECT_TRUE(ptr.error().kind() == MemoryError::Kind::kAllocationFailed ||
+                  ptr.error().kind() == MemoryError::Kind::kInvalidRequest)
+          << ptr.error().message();
+    }
+    {
+      ORTMEM_CTS_CHECKING("ALLOC-001");
+      EXPECT_EQ(ptr.error().requested(), bytes) << "the error names another size: " << ptr.error().message();
+    }
+    ORTMEM_CTS_CHECKING("ALLOC-003");
+    EXPECT_NE(ptr.error().message().find(std::to_string(bytes)), std::string::npos)
+        << "the message does not say how much was asked: " << ptr.error().message();
+  }
+}
+
+ORTMEM_CTS_INSTANTIATE(AllocatorProbe);
+
+}  // namespace
+}  // namespace ortmem::cts

@@ -1,0 +1,159 @@
+// Deterministic probes of the deferred queue between two protocol steps and
+// with more work pending than one request: after a drain on refill, between
+// a fence being signalled and the drain, with several requests pending when
+// the device is lost or the queue fills or closes, batches longer than eight,
+// and fill-drain-refill cycles of a bounded queue. pending() is read after
+// every step.
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "ortmem/cts/registry_harness.hpp"
+#include "ortmem/cts/suite.hpp"
+
+namespace ortmem::cts {
+namespace {
+
+class DeferredProbe : public RegistrySuite {
+ protected:
+  void SetUp() override {
+    RegistrySuite::SetUp();
+    if (HasFatalFailure()) return;
+    ORTMEM_CTS_REQUIRE(Capability::kDeferredQueue);
+  }
+
+  std::unique_ptr<QueueUnderTest> queue(std::optional<std::size_t> capacity = std::nullopt) {
+    auto made = adapter().make_queue(*harness_->context, {.capacity = capacity});
+    EXPECT_NE(made, nullptr);
+    return made;
+  }
+  // Enqueues one release; a refusal here is a precondition failure.
+  void enqueue(QueueUnderTest& target, std::size_t bytes = 64) {
+    ORTMEM_CTS_PRECONDITION();
+    auto disposition = owner(bytes).release_deferred(target.queue());
+    ASSERT_TRUE(disposition);
+    ASSERT_TRUE(disposition->is_queued()) << "refused: " << static_cast<int>(disposition->rejection().value());
+  }
+  [[nodiscard]] std::size_t releases() const { return harness_->allocator->release_calls.load(); }
+};
+
+TEST_P(DeferredProbe, ARequestEnqueuedAfterADrainEmptiedTheQueueStillWaitsForItsFence) {
+  covers("DQ-001");
+  auto target = queue();
+  target->record_use();
+  enqueue(*target);
+  target->signal_fences();
+  ASSERT_EQ(target->drain(), 1U);
+  // The refill: new work, and a request behind it.
+  target->record_use();
+  enqueue(*target);
+  ORTMEM_CTS_CHECKING("DQ-001");
+  EXPECT_EQ(target->drain(), 0U) << "a request enqueued after a drain ran before its fence passed";
+  EXPECT_EQ(releases(), 1U);
+  target->signal_fences();
+  EXPECT_EQ(target->drain(), 1U);
+}
+
+TEST_P(DeferredProbe, DeviceLossBetweenTheSignalAndTheDrainMakesNoAllocatorCall) {
+  covers("DQ-012");
+  auto target = queue();
+  target->record_use();
+  for (int i = 0; i < 3; ++i) enqueue(*target);
+  target->signal_fences();
+  target->mark_device_lost();
+  ORTMEM_CTS_CHECKING("DQ-012");
+  (void)target->drain();
+  EXPECT_EQ(releases(), 0U) << "requests whose fences had passed ran through the allocator after device loss";
+  EXPECT_EQ(target->queue().pending(), 0U);
+  EXPECT_EQ(harness_->snapshot().quarantined_allocations, 3U);
+}
+
+TEST_P(DeferredProbe, ManyPendingRequestsSettledByDeviceLossLeaveTheContextFreeToTearDown) {
+  covers("DQ-013");
+  auto target = queue();
+  target->record_use();
+  const std::size_t pending = std::min<std::size_t>(6, target->capacity().value_or(6));
+  for (std::size_t i = 0; i < pending; ++i) enqueue(*target);
+  target->mark_device_lost();
+  harness_->context->begin_retirement();
+  ORTMEM_CTS_CHECKING("DQ-013");
+  EXPECT_TRUE(harness_->context->teardown(std::chrono::steady_clock::now() + std::chrono::seconds(5)))
+      << "a queue holding only residuals of " << pending << " settled requests kept its context";
+}
+
+TEST_P(DeferredProbe, ABatchOfThirtyTwoRunsInFifoOrder) {
+  covers("DQ-002");
+  auto target = queue();
+  const std::size_t batch = std::min<std::size_t>(32, target->capacity().value_or(32));
+  target->record_use();
+  std::vector<void*> order;
+  for (std::size_t i = 0; i < batch; ++i) {
+    auto allocation = owner(64 + 16 * i);
+    order.push_back(allocation.data());
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(std::move(allocation).release_deferred(target->queue()));
+  }
+  target->signal_fences();
+  ORTMEM_CTS_CHECKING("DQ-002");
+  EXPECT_EQ(target->drain(), batch);
+  EXPECT_EQ(harness_->allocator->release_order(), order) << "a batch of " << batch << " ran out of order";
+}
+
+TEST_P(DeferredProbe, AFullQueueThatIsClosedOrLostAnswersByPrecedence) {
+  covers("DQ-006");
+  auto target = queue(4);
+  const auto capacity = target->capacity();
+  if (!capacity) GTEST_SKIP() << kNotApplicable << "the queue is unbounded: it is never full";
+  target->record_use();
+  for (std::size_t i = 0; i < *capacity; ++i) enqueue(*target);
+  {
+    ORTMEM_CTS_PRECONDITION();
+    auto full = owner().release_deferred(target->queue());
+    ASSERT_TRUE(full);
+    ASSERT_EQ(full->rejection(), DeferredEnqueueRejection::kFull);
+  }
+  ORTMEM_CTS_CHECKING("DQ-006");
+  target->close();
+  auto closed = owner().release_deferred(target->queue());
+  ASSERT_TRUE(closed);
+  EXPECT_EQ(closed->rejection(), DeferredEnqueueRejection::kClosed)
+      << "with " << *capacity << " pending, closed must win over full";
+  target->mark_device_lost();
+  auto lost = owner().release_deferred(target->queue());
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(lost->rejection(), DeferredEnqueueRejection::kDeviceLost) << "device-lost must win over closed and full";
+}
+
+TEST_P(DeferredProbe, PendingIsExactAfterEveryStepOfFillDrainRefillCycles) {
+  covers("DQ-011");
+  auto target = queue(3);
+  const std::size_t capacity = target->capacity().value_or(3);
+  const bool bounded = target->capacity().has_value();
+  for (int cycle = 0; cycle < 4 && !HasFatalFailure(); ++cycle) {
+    target->record_use();
+    for (std::size_t i = 0; i < capacity; ++i) {
+      enqueue(*target);
+      ORTMEM_CTS_CHECKING("DQ-011");
+      EXPECT_EQ(target->queue().pending(), i + 1) << "cycle " << cycle;
+    }
+    if (bounded) {
+      ORTMEM_CTS_CHECKING("DQ-011");
+      auto over = owner().release_deferred(target->queue());
+      ASSERT_TRUE(over);
+      EXPECT_FALSE(over->is_queued()) << "cycle " << cycle << ": a full queue of " << capacity << " took one more";
+      EXPECT_EQ(target->queue().pending(), capacity);
+    }
+    target->signal_fences();
+    {
+      ORTMEM_CTS_PRECONDITION();
+      ASSERT_EQ(target->drain(), capacity);
+    }
+    ORTMEM_CTS_CHECKING("DQ-011");
+    EXPECT_EQ(target->queue().pending(), 0U) << "cycle " << cycle;
+  }
+}
+
+ORTMEM_CTS_INSTANTIATE(DeferredProbe);
+
+}  // namespace
+}  // namespace ortmem::cts

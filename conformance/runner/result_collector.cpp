@@ -109,7 +109,11 @@ void ResultCollector::OnTestEnd(const ::testing::TestInfo& info) {
     result.status = result.skip_reason.starts_with(kNotApplicable) ? report::TestStatus::kNotApplicable
                                                                    : report::TestStatus::kSkipped;
   }
-  if (std::string(info.test_suite_name()).find("Property") != std::string::npos) result.seed = reproduce_.seed;
+  // Randomized suites (properties, state machines) carry the seed that replays them.
+  const std::string suite = info.test_suite_name();
+  if (suite.find("Property") != std::string::npos || suite.find("Model") != std::string::npos) {
+    result.seed = reproduce_.seed;
+  }
   if (result.seed || report::is_failure(result.status)) result.reproduce = reproduce_.for_test(result.id);
   add(std::move(result));
 }

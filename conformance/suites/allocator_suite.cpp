@@ -398,8 +398,8 @@ bool clean_alone(DeviceAllocator& allocator, MemoryAccess& memory, int threads, 
 
 TEST_P(Allocator, ConcurrentAllocateAndReleaseAreSafe) {
   covers("ALLOC-016", "ALLOC-006");
-  constexpr int kThreads = 4;
-  constexpr int kRounds = 500;
+  constexpr int kThreads = 8;
+  constexpr int kRounds = 1000;
   {
     // The same work one thread at a time must be clean first: a problem that
     // shows without concurrency is another rule's, and another test's.

@@ -23,22 +23,6 @@ class Deferred : public RegistrySuite {
     queue_->record_use();
   }
 
-  // Teardown is how the suite sees pins: it must refuse while a pin is held
-  // and finish once it is gone (PIN-006), shown here on a context of its own.
-  void expect_teardown_observes_pins() {
-    ORTMEM_CTS_CHECKING("PIN-006");
-    auto probe = adapter().make_context(*issuer_.issue<ProviderContextIdentity>());
-    ASSERT_NE(probe, nullptr);
-    {
-      auto pin = probe->pins().pin();
-      ASSERT_TRUE(pin);
-      probe->begin_retirement();
-      ASSERT_FALSE(probe->teardown(std::chrono::steady_clock::now())) << "teardown finished with a pin alive";
-    }
-    ASSERT_TRUE(probe->teardown(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
-  }
-
-  IdentityIssuer issuer_ = *IdentityIssuer::create();
 
   std::unique_ptr<QueueUnderTest> queue_;
 };

@@ -88,8 +88,8 @@ PY
 # and waits until the journal holds finished tests.
 start_hanging_run() {  # REPORT
   echo '{"expectations": [{"requirement": "ALLOC-007", "reason": "kept through a kill"}]}' >"$scratch/expect.json"
-  # Three jobs: the two allocator suites hang, and a third slot keeps the others going.
-  "$runner" run --adapter double:hangs-on-allocate --timeout 120 --jobs 3 --quiet --expectations "$scratch/expect.json" \
+  # Every allocator suite (3) hangs; the other slots keep the rest going.
+  "$runner" run --adapter double:hangs-on-allocate --timeout 120 --jobs 6 --quiet --expectations "$scratch/expect.json" \
     --report "$1" >"$1.out" 2>&1 &
   pid=$!
   for _ in $(seq 200); do

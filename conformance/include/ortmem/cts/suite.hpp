@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "ortmem/cts/adapter.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/cts/counting_allocator.hpp"
+#include "ortmem/identity.hpp"
 
 namespace ortmem::cts {
 
@@ -75,6 +77,10 @@ class AdapterSuite : public ::testing::TestWithParam<std::string> {
 
   [[nodiscard]] Adapter& adapter() { return *adapter_; }
   [[nodiscard]] const AdapterInfo& info() const { return info_; }
+  // Teardown is how the kit sees pins, whether or not the adapter reports a
+  // count: it must refuse while a pin is held and finish once it is gone
+  // (PIN-006). Checked on a context of its own, before a test trusts it.
+  void expect_teardown_observes_pins();
   // `allocator`, watched: if it leaves the plain path during the test, the
   // test's failures are preconditions (counting_allocator.hpp).
   std::shared_ptr<CountingAllocator> watch(std::shared_ptr<CountingAllocator> allocator) {
@@ -125,7 +131,7 @@ struct AdapterName {
 // space-separated requirement ids): the tag travels in RapidCheck's message.
 #define ORTMEM_CTS_RC_ASSERT(ids, ...)                                                          \
   do {                                                                                         \
-    if (!(__VA_ARGS__)) RC_FAIL(std::string(::ortmem::cts::kChecksTag) + ids + "] " #__VA_ARGS__); \
+    if (!(__VA_ARGS__)) RC_FAIL(std::string(::ortmem::cts::kChecksTag) + (ids) + "] " #__VA_ARGS__); \
   } while (false)
 
 // RC_ASSERT of a precondition of a model-based check: its failure judges no
@@ -139,3 +145,20 @@ struct AdapterName {
 #define ORTMEM_CTS_INSTANTIATE(suite)                                                          \
   INSTANTIATE_TEST_SUITE_P(Adapters, suite, ::testing::ValuesIn(::ortmem::cts::selected_adapters()), \
                            ::ortmem::cts::AdapterName{})
+
+namespace ortmem::cts {
+
+inline void AdapterSuite::expect_teardown_observes_pins() {
+  ORTMEM_CTS_CHECKING("PIN-006");
+  auto probe = adapter().make_context(*IdentityIssuer::create()->issue<ProviderContextIdentity>());
+  ASSERT_NE(probe, nullptr);
+  {
+    auto pin = probe->pins().pin();
+    ASSERT_TRUE(pin);
+    probe->begin_retirement();
+    ASSERT_FALSE(probe->teardown(std::chrono::steady_clock::now())) << "teardown finished with a pin alive";
+  }
+  ASSERT_TRUE(probe->teardown(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+}
+
+}  // namespace ortmem::cts

@@ -1,0 +1,152 @@
+// Concurrency probes: eight threads released together by a start barrier,
+// heavy reuse of the same objects, and totals checked exactly once the
+// writers stop (and bounded while they run). A count kept with a plain
+// read-modify-write drifts here; teardown, not the adapter's own count, is
+// the observer, so an adapter that declines outstanding_pins() is judged the
+// same way.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ortmem/cts/registry_harness.hpp"
+#include "ortmem/cts/suite.hpp"
+#include "ortmem/identity.hpp"
+
+namespace ortmem::cts {
+namespace {
+
+constexpr int kThreads = 8;
+
+// Runs `body(thread)` on kThreads threads that start together.
+template <class Body>
+void together(Body body) {
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();
+      body(t);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+}
+
+using PinConcurrency = AdapterSuite;
+
+TEST_P(PinConcurrency, EightThreadsChurningPinsLeaveAnExactCountThatTeardownSees) {
+  covers("PIN-009");
+  ORTMEM_CTS_REQUIRE(Capability::kContextPins);
+  expect_teardown_observes_pins();
+  if (HasFatalFailure()) return;
+  IdentityIssuer issuer = *IdentityIssuer::create();
+  for (int round = 0; round < 3 && !HasFatalFailure(); ++round) {
+    auto context = adapter().make_context(*issuer.issue<ProviderContextIdentity>());
+    ASSERT_NE(context, nullptr);
+    std::atomic<int> refused{0};
+    together([&](int) {
+      std::vector<ProviderContextPin> held;
+      for (int i = 0; i < 4000; ++i) {
+        auto pin = context->pins().pin();
+        if (!pin) {
+          ++refused;
+          continue;
+        }
+        held.push_back(std::move(*pin));
+        if (held.size() > 2) held.erase(held.begin());
+      }
+    });
+    {
+      ORTMEM_CTS_PRECONDITION();
+      ASSERT_EQ(refused.load(), 0) << "an uncapped, accepting context refused pins";
+    }
+    ORTMEM_CTS_CHECKING("PIN-009");
+    if (const auto outstanding = context->outstanding_pins()) {
+      EXPECT_EQ(*outstanding, 0U) << "round " << round << ": the count drifted under 8 threads";
+    }
+    // One pin still held must keep teardown from finishing; none, must not.
+    auto last = context->pins().pin();
+    ASSERT_TRUE(last);
+    context->begin_retirement();
+    EXPECT_FALSE(context->teardown(std::chrono::steady_clock::now()))
+        << "round " << round << ": after the churn, teardown finished with a pin held (the count drifted down)";
+    last->reset();
+    EXPECT_TRUE(context->teardown(std::chrono::steady_clock::now() + std::chrono::seconds(5)))
+        << "round " << round << ": every pin was released, yet teardown did not finish (the count drifted up)";
+  }
+}
+
+class QueueConcurrency : public RegistrySuite {
+ protected:
+  void SetUp() override {
+    RegistrySuite::SetUp();
+    if (HasFatalFailure()) return;
+    ORTMEM_CTS_REQUIRE(Capability::kDeferredQueue);
+  }
+  // Enqueues per_thread releases from each of kThreads threads, then drains.
+  void fill_and_drain(QueueUnderTest& queue, int per_thread, std::size_t total);
+};
+
+TEST_P(QueueConcurrency, EightThreadsEnqueuingLeaveAnExactPendingCountAndEachRequestRunsOnce) {
+  covers("DQ-011", "DQ-002");
+  auto queue = adapter().make_queue(*harness_->context, {});
+  ASSERT_NE(queue, nullptr);
+  const int per_thread = static_cast<int>(std::min<std::size_t>(50, queue->capacity().value_or(400) / kThreads));
+  if (per_thread == 0) GTEST_SKIP() << kNotApplicable << "the queue's capacity is below " << kThreads;
+  const auto total = static_cast<std::size_t>(per_thread * kThreads);
+  // Fill and drain several times: a count that drifts does so a little per round.
+  for (int round = 0; round < 16 && !HasFatalFailure(); ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    fill_and_drain(*queue, per_thread, total);
+  }
+}
+
+void QueueConcurrency::fill_and_drain(QueueUnderTest& queue_under_test, int per_thread, std::size_t total) {
+  QueueUnderTest* const queue = &queue_under_test;
+  const std::size_t released_before = harness_->allocator->release_calls.load();
+  queue->record_use();
+  std::atomic<int> refused{0};
+  std::atomic<std::size_t> seen_over{0};
+  together([&](int) {
+    for (int i = 0; i < per_thread; ++i) {
+      auto allocation = binding().allocate_owning(48, 16);
+      if (!allocation) {
+        ++refused;
+        continue;
+      }
+      auto disposition = std::move(*allocation).release_deferred(queue->queue());
+      if (!disposition || !disposition->is_queued()) ++refused;
+      // A total read while writers run is never more than was enqueued.
+      if (queue->queue().pending() > total) seen_over.store(queue->queue().pending());
+    }
+  });
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_EQ(refused.load(), 0) << "requests were refused by a queue with room";
+  }
+  {
+    ORTMEM_CTS_CHECKING("DQ-011");
+    EXPECT_EQ(seen_over.load(), 0U) << "pending() read " << seen_over.load() << " with at most " << total << " enqueued";
+    EXPECT_EQ(queue->queue().pending(), total) << "pending() after 8 threads enqueued " << total;
+  }
+  queue->signal_fences();
+  std::size_t ran = 0;
+  {
+    ORTMEM_CTS_CHECKING("DQ-002");
+    ran = queue->drain();
+    EXPECT_EQ(ran, total);
+    EXPECT_EQ(queue->drain(), 0U) << "a request ran twice";
+    EXPECT_EQ(harness_->allocator->release_calls.load() - released_before, total);
+  }
+  ORTMEM_CTS_CHECKING("DQ-011");
+  EXPECT_EQ(queue->queue().pending(), 0U);
+}
+
+ORTMEM_CTS_INSTANTIATE(PinConcurrency);
+ORTMEM_CTS_INSTANTIATE(QueueConcurrency);
+
+}  // namespace
+}  // namespace ortmem::cts

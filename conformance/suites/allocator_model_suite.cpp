@@ -69,9 +69,7 @@ struct System {
   System& operator=(const System&) = delete;
 
   [[nodiscard]] bool intact(int id, std::uint8_t pattern) {
-    std::vector<std::uint8_t> seen(sizes.at(id).first);
-    adapter.memory().read(ptrs.at(id), seen);
-    return std::all_of(seen.begin(), seen.end(), [&](std::uint8_t b) { return b == pattern; });
+    return reads_as(adapter.memory(), ptrs.at(id), sizes.at(id).first, pattern);
   }
 
   Adapter& adapter;

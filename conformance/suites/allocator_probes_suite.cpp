@@ -78,9 +78,7 @@ class AllocatorProbe : public AdapterSuite {
   }
 
   [[nodiscard]] bool intact(const Block& block) {
-    std::vector<std::uint8_t> seen(block.bytes);
-    adapter().memory().read(block.ptr, seen);
-    return std::all_of(seen.begin(), seen.end(), [&](std::uint8_t b) { return b == block.pattern; });
+    return reads_as(adapter().memory(), block.ptr, block.bytes, block.pattern);
   }
 
   // Checks the bytes, releases, and checks every field of the outcome.

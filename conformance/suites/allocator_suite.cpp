@@ -54,9 +54,7 @@ class Allocator : public AdapterSuite {
     return outcome;
   }
   bool holds(void* ptr, std::size_t bytes, std::uint8_t value) {
-    std::vector<std::uint8_t> bytes_read(bytes);
-    adapter().memory().read(ptr, bytes_read);
-    return std::all_of(bytes_read.begin(), bytes_read.end(), [&](std::uint8_t b) { return b == value; });
+    return reads_as(adapter().memory(), ptr, bytes, value);
   }
 
   std::shared_ptr<DeviceAllocator> allocator_;
@@ -353,11 +351,7 @@ ChurnProblems churn(DeviceAllocator& allocator, MemoryAccess& memory, LiveSet& l
   ChurnProblems problems;
   const auto tag = static_cast<std::uint8_t>(thread + 1);
   std::vector<std::pair<void*, std::size_t>> mine;
-  const auto intact = [&](void* ptr, std::size_t bytes) {
-    std::vector<std::uint8_t> seen(bytes);
-    memory.read(ptr, seen);
-    return std::all_of(seen.begin(), seen.end(), [&](std::uint8_t b) { return b == tag; });
-  };
+  const auto intact = [&](void* ptr, std::size_t bytes) { return reads_as(memory, ptr, bytes, tag); };
   const auto give_back = [&](void* ptr, std::size_t bytes) {
     if (!intact(ptr, bytes)) ++problems.broken;
     live.remove(ptr);

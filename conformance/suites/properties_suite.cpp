@@ -60,9 +60,7 @@ TEST_P(Property, RandomAllocateReleaseSequencesKeepTheAllocatorContract) {
       } else {
         const auto index = static_cast<std::size_t>(*rc::gen::inRange<int>(0, static_cast<int>(live.size())));
         const Block block = live[index];
-        std::vector<std::uint8_t> seen(block.bytes);
-        adapter().memory().read(block.ptr, seen);
-        const bool intact = std::all_of(seen.begin(), seen.end(), [&](std::uint8_t b) { return b == block.pattern; });
+        const bool intact = reads_as(adapter().memory(), block.ptr, block.bytes, block.pattern);
         live.erase(live.begin() + static_cast<std::ptrdiff_t>(index));
         const auto outcome = allocator->release(block.ptr, block.bytes, block.align);
         if (!intact || !outcome.is_complete()) release_all();
@@ -133,11 +131,9 @@ void check_against_model(const LifecycleModel& model, LifecycleSut& sut) {
   ORTMEM_CTS_RC_ASSERT("DQ-002", sut.harness.allocator->release_calls.load() == model.allocator_releases);
   if (model.terminated) return;
   for (const auto& [slot, allocation] : model.live) {
-    std::vector<std::uint8_t> seen(allocation.bytes);
-    sut.adapter.memory().read(sut.owners.at(slot).data(), seen);
     // The bytes are the allocator's to keep (ALLOC-015), whatever the binding did.
-    ORTMEM_CTS_RC_ASSERT("ALLOC-015",
-                         std::all_of(seen.begin(), seen.end(), [&](std::uint8_t b) { return b == allocation.pattern; }));
+    ORTMEM_CTS_RC_ASSERT("ALLOC-015", reads_as(sut.adapter.memory(), sut.owners.at(slot).data(), allocation.bytes,
+                                               allocation.pattern));
   }
 }
 

@@ -57,9 +57,7 @@ class SharedMappingSuite : public AdapterSuite {
   }
   static void* owner_window(const SharedDevicePrefix& prefix) { return reinterpret_cast<void*>(prefix.device_ptr()); }
   bool holds(const void* ptr, std::size_t bytes, std::uint8_t value) {
-    std::vector<std::uint8_t> seen(bytes);
-    adapter().memory().read(ptr, seen);
-    return std::all_of(seen.begin(), seen.end(), [&](std::uint8_t b) { return b == value; });
+    return reads_as(adapter().memory(), ptr, bytes, value);
   }
   static void* at(void* base, std::size_t offset) { return static_cast<unsigned char*>(base) + offset; }
 

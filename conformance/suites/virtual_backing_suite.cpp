@@ -42,9 +42,7 @@ class VirtualBackingSuite : public AdapterSuite {
   void forget(void* ptr) { std::erase_if(live_, [&](const auto& entry) { return entry.first == ptr; }); }
   std::size_t committed(void* ptr, std::size_t bytes) { return backing_->allocation_committed_bytes(ptr, bytes, 64); }
   bool holds(void* ptr, std::size_t bytes, std::uint8_t value) {
-    std::vector<std::uint8_t> seen(bytes);
-    adapter().memory().read(ptr, seen);
-    return std::all_of(seen.begin(), seen.end(), [&](std::uint8_t b) { return b == value; });
+    return reads_as(adapter().memory(), ptr, bytes, value);
   }
   static void* at(void* base, std::size_t offset) { return static_cast<unsigned char*>(base) + offset; }
 

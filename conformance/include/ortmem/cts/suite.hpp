@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cstring>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -36,6 +37,16 @@ void covers(const char* first, Ids... rest) {
   std::string joined = first;
   ((joined += ' ', joined += rest), ...);
   ::testing::Test::RecordProperty("requirements", joined);
+}
+
+// Whether the `bytes` at `ptr`, read through the adapter, all equal `value`.
+// (One memcmp of the block against itself shifted by a byte: sanitizers see a
+// range check, not one instrumented load per byte of a multi-MiB block.)
+inline bool reads_as(MemoryAccess& memory, const void* ptr, std::size_t bytes, std::uint8_t value) {
+  if (bytes == 0) return true;
+  std::vector<std::uint8_t> seen(bytes);
+  memory.read(ptr, seen);
+  return seen.front() == value && std::memcmp(seen.data(), seen.data() + 1, bytes - 1) == 0;
 }
 
 // The tags the runner reads in a failure's message (result_collector.cpp).

@@ -62,11 +62,18 @@ class ContextUnderTest {
   virtual ~ContextUnderTest() = default;
   [[nodiscard]] virtual ProviderContextPinSource& pins() = 0;
   // The exact number of outstanding pins, when the implementation can tell.
+  // Declining (nullopt) costs nothing in rigour: the kit observes pins
+  // through teardown() in every test, and checks a reported count as well.
   [[nodiscard]] virtual std::optional<std::uint64_t> outstanding_pins() const = 0;
   // No new pins from now on; outstanding ones stay valid.
   virtual void begin_retirement() = 0;
-  // Observes outstanding pins: succeeds only when none is left by `deadline`.
+  // The kit's observer of pins. Never true while a pin of this context is
+  // alive (including those queued requests hold); it may wait until
+  // `deadline` or report busy at once, and returns true, now or on a later
+  // call, once the last pin is gone (PIN-006..008). The kit checks this
+  // observer on a context of its own before a test relies on it.
   [[nodiscard]] virtual bool teardown(std::chrono::steady_clock::time_point deadline) = 0;
+  // The context's device is lost: pins are refused from now on (PIN-004).
   virtual void mark_device_lost() = 0;
 };
 
@@ -79,11 +86,19 @@ class QueueUnderTest {
   virtual void record_use() = 0;
   // Lets all submitted work finish, so every recorded fence is passed.
   virtual void signal_fences() = 0;
-  // Executes every request whose fence has passed; returns how many ran.
+  // Executes every request whose fence has passed; returns how many ran. (A
+  // queue may also run such requests earlier, inside enqueue: the kit keeps
+  // work in flight, with record_use(), whenever it needs requests pending.)
   virtual std::size_t drain() = 0;
+  // From now on enqueue refuses with kClosed (DQ-006). The contract says
+  // nothing of requests already pending: the kit does not require close()
+  // to run, keep or settle them, and tests only the refusal.
   virtual void close() = 0;
   // The queue saw device loss: pending requests settle without the allocator.
   virtual void mark_device_lost() = 0;
+  // The bound the queue keeps, or nullopt for an unbounded queue (one that
+  // never refuses for fullness). The kit trusts this over the capacity it
+  // asked for in QueueOptions, and fills a bounded queue to exactly this.
   [[nodiscard]] virtual std::optional<std::size_t> capacity() const = 0;
 };
 
@@ -110,7 +125,9 @@ class FaultInjection {
  public:
   virtual ~FaultInjection() = default;
   // Arms the `nth` next call behind `point` (1 = the very next) of every
-  // allocator this adapter made. False when the adapter has no such point.
+  // allocator this adapter made. False when the adapter has no such point:
+  // the checks that need it are then not-applicable. A fault affects only
+  // the call it was armed for; clear() disarms every point.
   virtual bool arm(FaultPoint point, std::uint64_t nth) = 0;
   virtual void clear() = 0;
 };

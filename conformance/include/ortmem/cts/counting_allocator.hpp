@@ -7,10 +7,12 @@
 // discovery is forwarded unchanged, so coherence is the inner allocator's.
 //
 // It also notes the first answer off the plain path (a refused allocate, a
-// release that is not Complete for exactly the bytes released): the registry
-// asks only well-formed things, so a registry test that fails after such an
-// answer failed on a precondition, and the ALLOC tests judge the allocator.
-// A Quarantined release is not noted: fault injection produces it on purpose.
+// release of a live allocation with its own size that is not Complete for
+// exactly those bytes): a registry test that fails after such an answer
+// failed on a precondition, and the ALLOC tests judge the allocator. A
+// release the caller got wrong (an address it already released, a wrong
+// size) is not noted: that is the registry's bug, and its tests must charge
+// it. Nor is a Quarantined release: fault injection produces it on purpose.
 #pragma once
 
 #include <atomic>
@@ -19,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ortmem/allocator.hpp"
@@ -32,24 +35,39 @@ class CountingAllocator final : public DeviceAllocator {
   Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
     allocate_calls.fetch_add(1, std::memory_order_relaxed);
     auto ptr = inner_->allocate(bytes, align);
+    if (ptr) {
+      const std::lock_guard lock(order_mutex_);
+      live_[*ptr] = bytes;
+    }
     if (!ptr) note("refused allocate(" + std::to_string(bytes) + ", " + std::to_string(align) + "): " + ptr.error().message());
     return ptr;
   }
   AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
     release_calls.fetch_add(1, std::memory_order_relaxed);
+    bool well_formed = false;
     {
       const std::lock_guard lock(order_mutex_);
       release_order_.push_back(ptr);
+      const auto found = live_.find(ptr);
+      well_formed = found != live_.end() && found->second == bytes;
     }
     auto outcome = inner_->release(ptr, bytes, align);
+    if (!outcome.is_failed()) {
+      const std::lock_guard lock(order_mutex_);
+      live_.erase(ptr);
+    }
     const bool exact = outcome.is_complete() && outcome.accounting()->allocation_bytes == bytes;
-    if (!exact && !outcome.is_quarantined()) {
-      note("answered release(" + std::to_string(bytes) + " bytes) with " + outcome.describe());
+    if (well_formed && !exact && !outcome.is_quarantined()) {
+      note("answered release(" + std::to_string(bytes) + " bytes) of a live allocation with " + outcome.describe());
     }
     return outcome;
   }
   void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
     release_calls.fetch_add(1, std::memory_order_relaxed);
+    {
+      const std::lock_guard lock(order_mutex_);
+      live_.erase(ptr);
+    }
     inner_->deallocate(ptr, bytes, align);
   }
   DeviceKey device() const noexcept override { return inner_->device(); }
@@ -83,6 +101,7 @@ class CountingAllocator final : public DeviceAllocator {
   mutable std::mutex order_mutex_;
   std::vector<void*> release_order_;
   std::optional<std::string> deviation_;
+  std::unordered_map<void*, std::size_t> live_;  // what allocate handed out, by address
 };
 
 }  // namespace ortmem::cts

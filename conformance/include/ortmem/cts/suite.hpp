@@ -18,8 +18,8 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>

@@ -7,8 +7,8 @@
 // reader apply the same rules:
 //   - a requirement fails when a failed check charges it: a failing test
 //     (fail, crash, timeout, error, flaky) counts against the requirements
-//     its failed checks name (Failure::requirements), and not against the
-//     others it covers, whose checks held as far as the test got; a requirement
+//     its failed checks name (Failure::requirements), and says nothing of
+//     the others it covers (their checks may not have run); a requirement
 //     passes when at least one test naming it passed and none failed it; is
 //     not-applicable when all its tests were (the adapter does not declare the
 //     capability) or it has none and the spec justifies why it cannot be
@@ -17,9 +17,10 @@
 //     a MUST requirement did not run; not-run when nothing ran; waived when a
 //     MUST requirement failed only in tests an expectation waived; else
 //     conformant. A failing SHOULD is reported but does not fail a profile.
-//   - overall, in this order: not-conformant when any profile is, or a test
-//     that names no requirement failed (a failure is a finding whether or not
-//     its profile was asked for); incomplete when the run was stopped before
+//   - overall, in this order: not-conformant when any profile is, or a failed
+//     test charged no requirement (it names none, or only its preconditions
+//     failed: a failure is a finding whether or not its profile was asked
+//     for); incomplete when the run was stopped before
 //     it finished; conformant when core and every declared profile are
 //     conformant and the run was not a subset (filter, profile selection,
 //     shard); not-run when nothing ran; else partial.

@@ -7,8 +7,8 @@
 // or on reuse, between two steps of the deferred-queue protocol, in one field
 // of an otherwise right outcome, under real thread overlap, behind a context
 // that hides its pin count, or at the queue's capacity edge. Everything else
-// forwards to the host reference. The requirements each one intends to break
-// are listed in hidden_manifest.draft.json.
+// forwards to the host reference. manifest.json lists the requirements each
+// one must fail, or, under `escapes`, why the kit does not catch it yet.
 //
 // None of them crashes or hangs on purpose: a wait a mutant adds gives up
 // after about 100 ms. Where the bug is a race, the racy part is a single

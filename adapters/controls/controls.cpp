@@ -48,7 +48,8 @@
 #include <utility>
 #include <vector>
 
-#include "adapters/host/host_adapter.hpp"
+#include "adapters/host/host_variant.hpp"
+#include "adapters/host/host_vmm_adapter.hpp"
 #include "ortmem/capability.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/fault_plan.hpp"
@@ -66,8 +67,6 @@ using cts::ContextOptions;
 using cts::ContextUnderTest;
 using cts::QueueOptions;
 using cts::QueueUnderTest;
-
-constexpr const char* kVendor = "ortmem-cts known-good";
 
 // ---- Shared helpers. ----
 
@@ -656,33 +655,6 @@ class SharedMappingOnly final : public ForwardingAllocator, public SharedMapping
 // Fault injection through the reference's syscall plan, limited to the points
 // the exposed capability really has (arm answers false for the others, as the
 // adapter contract allows).
-class SyscallFaultPoints final : public cts::FaultInjection {
- public:
-  SyscallFaultPoints(std::shared_ptr<host::SyscallFaults> plan, std::set<cts::FaultPoint> points)
-      : plan_(std::move(plan)), points_(std::move(points)) {}
-  bool arm(cts::FaultPoint point, std::uint64_t nth) override {
-    if (!points_.contains(point)) return false;
-    plan_->clear();
-    plan_->fail_nth(syscall_behind(point), nth);
-    return true;
-  }
-  void clear() override { plan_->clear(); }
-
- private:
-  // The same mapping as the host-vmm adapter's.
-  static host::Syscall syscall_behind(cts::FaultPoint point) {
-    switch (point) {
-      case cts::FaultPoint::kReleaseUnmap: return host::Syscall::kMunmap;
-      case cts::FaultPoint::kCommit: return host::Syscall::kMprotect;
-      case cts::FaultPoint::kDecommit: return host::Syscall::kMprotect;
-      case cts::FaultPoint::kPrefixMap: return host::Syscall::kMmap;
-    }
-    return host::Syscall::kMmap;
-  }
-  std::shared_ptr<host::SyscallFaults> plan_;
-  std::set<cts::FaultPoint> points_;
-};
-
 // ---- 3. control:no-pin-count ----
 //
 // Choice: the context declines to count its pins: outstanding_pins() is
@@ -888,51 +860,11 @@ class PollsOnEnqueue final : public QueueUnderTest, public DeferredReleaseQueue 
 
 // ---- Adapters. ----
 
-// The host reference adapter renamed as a control.
-class ControlAdapter : public HostAdapter {
+class QuarantinesPartialAdapter final : public RenamedHostAdapter {
  public:
-  explicit ControlAdapter(std::string name) : name_(std::move(name)) {}
+  QuarantinesPartialAdapter(std::string name, std::string vendor) : RenamedHostAdapter(std::move(name), std::move(vendor)) {}
   cts::AdapterInfo info() const override {
-    auto info = HostAdapter::info();
-    info.name = name_;
-    info.vendor = kVendor;
-    return info;
-  }
-
- private:
-  std::string name_;
-};
-
-template <class Allocator>
-class AllocatorControl final : public ControlAdapter {
- public:
-  using ControlAdapter::ControlAdapter;
-  std::shared_ptr<DeviceAllocator> make_allocator() override { return std::make_shared<Allocator>(); }
-};
-
-template <class Context>
-class ContextControl final : public ControlAdapter {
- public:
-  using ControlAdapter::ControlAdapter;
-  std::unique_ptr<ContextUnderTest> make_context(ProviderContextIdentity identity, ContextOptions options) override {
-    return std::make_unique<Context>(identity, options);
-  }
-};
-
-template <class Queue>
-class QueueControl final : public ControlAdapter {
- public:
-  using ControlAdapter::ControlAdapter;
-  std::unique_ptr<QueueUnderTest> make_queue(ContextUnderTest& context, QueueOptions options) override {
-    return std::make_unique<Queue>(dynamic_cast<HostContext&>(context).shared_pins(), options);
-  }
-};
-
-class QuarantinesPartialAdapter final : public ControlAdapter {
- public:
-  QuarantinesPartialAdapter() : ControlAdapter("control:quarantines-partial") {}
-  cts::AdapterInfo info() const override {
-    auto info = ControlAdapter::info();
+    auto info = RenamedHostAdapter::info();
     info.capabilities.insert(cts::Capability::kFaultInjection);
     return info;
   }
@@ -945,12 +877,12 @@ class QuarantinesPartialAdapter final : public ControlAdapter {
 };
 
 template <class Allocator>
-class SingleCapabilityAdapter final : public ControlAdapter {
+class SingleCapabilityAdapter final : public RenamedHostAdapter {
  public:
   SingleCapabilityAdapter(std::string name, cts::Capability capability, std::set<cts::FaultPoint> points)
-      : ControlAdapter(std::move(name)), capability_(capability), faults_(plan_, std::move(points)) {}
+      : RenamedHostAdapter(std::move(name), kKnownGood), capability_(capability), faults_(plan_, std::move(points)) {}
   cts::AdapterInfo info() const override {
-    auto info = ControlAdapter::info();
+    auto info = RenamedHostAdapter::info();
     info.capabilities.insert({capability_, cts::Capability::kFaultInjection});
     return info;
   }
@@ -963,27 +895,27 @@ class SingleCapabilityAdapter final : public ControlAdapter {
  private:
   cts::Capability capability_;
   std::shared_ptr<host::SyscallFaults> plan_ = std::make_shared<host::SyscallFaults>();
-  SyscallFaultPoints faults_;
+  SyscallFaultInjection faults_;
 };
 
-template <class Control>
+template <class Variant>
 void add(const std::string& name) {
-  cts::register_adapter(name, [name] { return std::make_unique<Control>(name); });
+  register_variant<Variant>(name, kKnownGood);
 }
 
 }  // namespace
 
 void register_control_adapters() {
-  add<AllocatorControl<RefusesZeroBytes>>("control:refuses-zero-bytes");
-  add<AllocatorControl<PooledReuse>>("control:pooled-reuse");
-  add<ContextControl<NoPinCount>>("control:no-pin-count");
-  add<QueueControl<UnboundedQueue>>("control:unbounded-queue");
-  add<QueueControl<BoundedQueue>>("control:bounded-queue");
-  cts::register_adapter("control:quarantines-partial", [] { return std::make_unique<QuarantinesPartialAdapter>(); });
-  add<AllocatorControl<OverAligned>>("control:over-aligned");
-  add<ContextControl<NonWaitingTeardown>>("control:non-waiting-teardown");
-  add<AllocatorControl<ZeroByteDistinct>>("control:zero-byte-distinct");
-  add<ContextControl<DetectsSelfPinnedTeardown>>("control:detects-self-pinned-teardown");
+  add<WithAllocator<RefusesZeroBytes>>("control:refuses-zero-bytes");
+  add<WithAllocator<PooledReuse>>("control:pooled-reuse");
+  add<WithContext<NoPinCount>>("control:no-pin-count");
+  add<WithQueue<UnboundedQueue>>("control:unbounded-queue");
+  add<WithQueue<BoundedQueue>>("control:bounded-queue");
+  add<QuarantinesPartialAdapter>("control:quarantines-partial");
+  add<WithAllocator<OverAligned>>("control:over-aligned");
+  add<WithContext<NonWaitingTeardown>>("control:non-waiting-teardown");
+  add<WithAllocator<ZeroByteDistinct>>("control:zero-byte-distinct");
+  add<WithContext<DetectsSelfPinnedTeardown>>("control:detects-self-pinned-teardown");
   cts::register_adapter("control:virtual-backing-only", [] {
     return std::make_unique<SingleCapabilityAdapter<VirtualBackingOnly>>(
         "control:virtual-backing-only", cts::Capability::kVirtualBacking,
@@ -997,7 +929,7 @@ void register_control_adapters() {
         "control:shared-mapping-only", cts::Capability::kSharedMapping,
         std::set<cts::FaultPoint>{cts::FaultPoint::kReleaseUnmap});
   });
-  add<QueueControl<PollsOnEnqueue>>("control:polls-on-enqueue");
+  add<WithQueue<PollsOnEnqueue>>("control:polls-on-enqueue");
 }
 
 }  // namespace ortmem::adapters::controls

@@ -5,30 +5,31 @@
 #include "ortmem/host/host_virtual_allocator.hpp"
 
 namespace ortmem::adapters {
+
+SyscallFaultInjection::SyscallFaultInjection(std::shared_ptr<host::SyscallFaults> plan,
+                                             std::optional<std::set<cts::FaultPoint>> points)
+    : plan_(std::move(plan)), points_(std::move(points)) {}
+
+bool SyscallFaultInjection::arm(cts::FaultPoint point, std::uint64_t nth) {
+  if (points_ && !points_->contains(point)) return false;
+  plan_->clear();
+  plan_->fail_nth(syscall_behind(point), nth);
+  return true;
+}
+
+void SyscallFaultInjection::clear() { plan_->clear(); }
+
+host::Syscall SyscallFaultInjection::syscall_behind(cts::FaultPoint point) {
+  switch (point) {
+    case cts::FaultPoint::kReleaseUnmap: return host::Syscall::kMunmap;
+    case cts::FaultPoint::kCommit: return host::Syscall::kMprotect;
+    case cts::FaultPoint::kDecommit: return host::Syscall::kMprotect;
+    case cts::FaultPoint::kPrefixMap: return host::Syscall::kMmap;
+  }
+  return host::Syscall::kMmap;
+}
+
 namespace {
-
-class SyscallFaultInjection final : public cts::FaultInjection {
- public:
-  explicit SyscallFaultInjection(std::shared_ptr<host::SyscallFaults> plan) : plan_(std::move(plan)) {}
-  bool arm(cts::FaultPoint point, std::uint64_t nth) override {
-    plan_->clear();
-    plan_->fail_nth(syscall_behind(point), nth);
-    return true;
-  }
-  void clear() override { plan_->clear(); }
-
- private:
-  static host::Syscall syscall_behind(cts::FaultPoint point) {
-    switch (point) {
-      case cts::FaultPoint::kReleaseUnmap: return host::Syscall::kMunmap;
-      case cts::FaultPoint::kCommit: return host::Syscall::kMprotect;
-      case cts::FaultPoint::kDecommit: return host::Syscall::kMprotect;
-      case cts::FaultPoint::kPrefixMap: return host::Syscall::kMmap;
-    }
-    return host::Syscall::kMmap;
-  }
-  std::shared_ptr<host::SyscallFaults> plan_;
-};
 
 class HostVmmAdapter final : public HostAdapter {
  public:

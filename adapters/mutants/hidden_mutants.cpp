@@ -34,7 +34,8 @@
 #include <utility>
 #include <vector>
 
-#include "adapters/host/host_adapter.hpp"
+#include "adapters/host/host_variant.hpp"
+#include "adapters/host/host_vmm_adapter.hpp"
 #include "mutant_allocator.hpp"
 #include "ortmem/capability.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
@@ -80,51 +81,6 @@ constexpr auto kGiveUp = std::chrono::milliseconds(100);
   }
   return error;
 }
-
-// ---- Adapter shells (as in mutants.cpp), vendor "ortmem-cts known-bad". ----
-
-cts::AdapterInfo known_bad(cts::AdapterInfo info, const std::string& name) {
-  info.name = name;
-  info.vendor = "ortmem-cts known-bad";
-  return info;
-}
-
-template <class Allocator>
-class AllocatorMutant final : public HostAdapter {
- public:
-  explicit AllocatorMutant(std::string name) : name_(std::move(name)) {}
-  cts::AdapterInfo info() const override { return known_bad(HostAdapter::info(), name_); }
-  std::shared_ptr<DeviceAllocator> make_allocator() override { return std::make_shared<Allocator>(); }
-
- private:
-  std::string name_;
-};
-
-template <class Context>
-class ContextMutant final : public HostAdapter {
- public:
-  explicit ContextMutant(std::string name) : name_(std::move(name)) {}
-  cts::AdapterInfo info() const override { return known_bad(HostAdapter::info(), name_); }
-  std::unique_ptr<ContextUnderTest> make_context(ProviderContextIdentity identity, ContextOptions options) override {
-    return std::make_unique<Context>(identity, options);
-  }
-
- private:
-  std::string name_;
-};
-
-template <class Queue>
-class QueueMutant final : public HostAdapter {
- public:
-  explicit QueueMutant(std::string name) : name_(std::move(name)) {}
-  cts::AdapterInfo info() const override { return known_bad(HostAdapter::info(), name_); }
-  std::unique_ptr<QueueUnderTest> make_queue(ContextUnderTest& context, QueueOptions options) override {
-    return std::make_unique<Queue>(dynamic_cast<HostContext&>(context).shared_pins(), options);
-  }
-
- private:
-  std::string name_;
-};
 
 // ---- Allocator mutants: size thresholds and size x alignment. ----
 
@@ -465,23 +421,6 @@ class RacyFreeList final : public MutantAllocator {
 
 // ---- Allocator mutant over the host virtual-memory reference (fault injection reaches Quarantined). ----
 
-class FaultsThroughSyscalls final : public cts::FaultInjection {
- public:
-  explicit FaultsThroughSyscalls(std::shared_ptr<host::SyscallFaults> plan) : plan_(std::move(plan)) {}
-  bool arm(cts::FaultPoint point, std::uint64_t nth) override {
-    plan_->clear();
-    const auto kind = point == cts::FaultPoint::kReleaseUnmap ? host::Syscall::kMunmap
-                      : point == cts::FaultPoint::kPrefixMap  ? host::Syscall::kMmap
-                                                              : host::Syscall::kMprotect;
-    plan_->fail_nth(kind, nth);
-    return true;
-  }
-  void clear() override { plan_->clear(); }
-
- private:
-  std::shared_ptr<host::SyscallFaults> plan_;
-};
-
 // A Quarantined release names residual.address = ptr + unmapped_bytes (where it believes the retained bytes
 // begin) instead of the allocation's own address; state, reason, retained bytes and alignment are right.
 class ResidualAddressShifted final : public DeviceAllocator {
@@ -508,11 +447,11 @@ class ResidualAddressShifted final : public DeviceAllocator {
 };
 
 template <class Allocator>
-class VmmAllocatorMutant final : public HostAdapter {
+class VmmAllocatorMutant final : public RenamedHostAdapter {
  public:
-  explicit VmmAllocatorMutant(std::string name) : name_(std::move(name)) {}
+  using RenamedHostAdapter::RenamedHostAdapter;
   cts::AdapterInfo info() const override {
-    auto info = known_bad(HostAdapter::info(), name_);
+    auto info = RenamedHostAdapter::info();
     info.capabilities.insert(
         {cts::Capability::kVirtualBacking, cts::Capability::kSharedMapping, cts::Capability::kFaultInjection});
     return info;
@@ -523,9 +462,8 @@ class VmmAllocatorMutant final : public HostAdapter {
   cts::FaultInjection* faults() override { return &faults_; }
 
  private:
-  std::string name_;
   std::shared_ptr<host::SyscallFaults> plan_ = std::make_shared<host::SyscallFaults>();
-  FaultsThroughSyscalls faults_{plan_};
+  SyscallFaultInjection faults_{plan_};
 };
 
 // ---- Pin plumbing: pins counted on the reference context, relabelled or tallied by the wrapper. ----
@@ -1027,45 +965,45 @@ class RefillCapacityPlusOne final : public FifoQueue {
   bool refilled_ = false;
 };
 
-template <class Mutant>
+template <class Variant>
 void add(const std::string& name) {
-  cts::register_adapter(name, [name] { return std::make_unique<Mutant>(name); });
+  register_variant<Variant>(name, kKnownBad);
 }
 
 }  // namespace
 
 void register_hidden_mutant_adapters() {
   // Size thresholds and size x alignment.
-  add<AllocatorMutant<HugeAlignPageOnly>>("hidden:huge-align-page-only");
-  add<AllocatorMutant<GranuleTailOverlap>>("hidden:granule-tail-overlap");
-  add<AllocatorMutant<LargeReleaseIgnoresAlign>>("hidden:large-release-ignores-align");
+  add<WithAllocator<HugeAlignPageOnly>>("hidden:huge-align-page-only");
+  add<WithAllocator<GranuleTailOverlap>>("hidden:granule-tail-overlap");
+  add<WithAllocator<LargeReleaseIgnoresAlign>>("hidden:large-release-ignores-align");
   // After many operations, or on reuse.
-  add<AllocatorMutant<Every257thReleaseFailed>>("hidden:every-257th-release-failed");
-  add<AllocatorMutant<SlabRefillClobbersLive>>("hidden:slab-refill-clobbers-live");
-  add<AllocatorMutant<RecycledTwiceOverlaps>>("hidden:recycled-twice-overlaps");
-  add<ContextMutant<LaterPinsMisnamedContext>>("hidden:later-pins-misnamed");
+  add<WithAllocator<Every257thReleaseFailed>>("hidden:every-257th-release-failed");
+  add<WithAllocator<SlabRefillClobbersLive>>("hidden:slab-refill-clobbers-live");
+  add<WithAllocator<RecycledTwiceOverlaps>>("hidden:recycled-twice-overlaps");
+  add<WithContext<LaterPinsMisnamedContext>>("hidden:later-pins-misnamed");
   // Between two steps of the deferred-queue protocol.
-  add<QueueMutant<RefillSkipsFence>>("hidden:refill-skips-fence");
-  add<QueueMutant<LossRunsSignalled>>("hidden:loss-runs-signalled");
-  add<QueueMutant<CloseStrandsPending>>("hidden:close-strands-pending");
-  add<QueueMutant<BatchOver8Reorders>>("hidden:batch-over-8-reorders");
-  add<QueueMutant<DeepQueueFullBeforeClosed>>("hidden:deep-queue-full-before-closed");
-  add<QueueMutant<LossKeepsDeepPins>>("hidden:loss-keeps-deep-pins");
+  add<WithQueue<RefillSkipsFence>>("hidden:refill-skips-fence");
+  add<WithQueue<LossRunsSignalled>>("hidden:loss-runs-signalled");
+  add<WithQueue<CloseStrandsPending>>("hidden:close-strands-pending");
+  add<WithQueue<BatchOver8Reorders>>("hidden:batch-over-8-reorders");
+  add<WithQueue<DeepQueueFullBeforeClosed>>("hidden:deep-queue-full-before-closed");
+  add<WithQueue<LossKeepsDeepPins>>("hidden:loss-keeps-deep-pins");
   // One field of an outcome or error lies.
-  add<AllocatorMutant<LargeUnmappedOverreported>>("hidden:large-unmapped-overreported");
+  add<WithAllocator<LargeUnmappedOverreported>>("hidden:large-unmapped-overreported");
   add<VmmAllocatorMutant<ResidualAddressShifted>>("hidden:residual-address-shifted");
-  add<AllocatorMutant<HugeRequestSizeTruncated>>("hidden:huge-request-size-truncated");
+  add<WithAllocator<HugeRequestSizeTruncated>>("hidden:huge-request-size-truncated");
   // Races that need real overlap between threads.
-  add<AllocatorMutant<RacyFreeList>>("hidden:racy-free-list");
-  add<ContextMutant<RacyPinCountContext>>("hidden:racy-pin-count");
-  add<QueueMutant<RacyPendingCount>>("hidden:racy-pending-count");
+  add<WithAllocator<RacyFreeList>>("hidden:racy-free-list");
+  add<WithContext<RacyPinCountContext>>("hidden:racy-pin-count");
+  add<WithQueue<RacyPendingCount>>("hidden:racy-pending-count");
   // Contexts that hide their pin count and whose teardown lies.
-  add<ContextMutant<OpaqueTimeoutSuccessContext>>("hidden:opaque-teardown-timeout-success");
-  add<ContextMutant<OpaqueIgnoresQueuePinsContext>>("hidden:opaque-teardown-ignores-queue-pins");
-  add<ContextMutant<OpaqueSelfHeldTeardownContext>>("hidden:opaque-teardown-self-held");
+  add<WithContext<OpaqueTimeoutSuccessContext>>("hidden:opaque-teardown-timeout-success");
+  add<WithContext<OpaqueIgnoresQueuePinsContext>>("hidden:opaque-teardown-ignores-queue-pins");
+  add<WithContext<OpaqueSelfHeldTeardownContext>>("hidden:opaque-teardown-self-held");
   // The queue's capacity edge.
-  add<QueueMutant<FullQueuePendingOffByOne>>("hidden:full-queue-pending-off-by-one");
-  add<QueueMutant<RefillCapacityPlusOne>>("hidden:refill-capacity-plus-one");
+  add<WithQueue<FullQueuePendingOffByOne>>("hidden:full-queue-pending-off-by-one");
+  add<WithQueue<RefillCapacityPlusOne>>("hidden:refill-capacity-plus-one");
 }
 
 }  // namespace ortmem::adapters::mutants

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "adapters/host/host_adapter.hpp"
+#include "adapters/host/host_variant.hpp"
 #include "mutant_allocator.hpp"
 #include "ortmem/capability.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
@@ -205,28 +205,12 @@ class WanderingDevice final : public MutantAllocator {
   mutable std::atomic<int> calls_{0};
 };
 
-template <class Allocator>
-class AllocatorMutant final : public HostAdapter {
- public:
-  explicit AllocatorMutant(std::string name) : name_(std::move(name)) {}
-  cts::AdapterInfo info() const override {
-    auto info = HostAdapter::info();
-    info.name = name_;
-    info.vendor = "ortmem-cts known-bad";
-    return info;
-  }
-  std::shared_ptr<DeviceAllocator> make_allocator() override { return std::make_shared<Allocator>(); }
-
- private:
-  std::string name_;
-};
-
 // Declares virtual backing but its allocator has none.
-class DeclaresMissingCapability final : public HostAdapter {
+class DeclaresMissingCapability final : public RenamedHostAdapter {
  public:
+  using RenamedHostAdapter::RenamedHostAdapter;
   cts::AdapterInfo info() const override {
-    auto info = HostAdapter::info();
-    info.name = "mutant:declared-unsupported";
+    auto info = RenamedHostAdapter::info();
     info.capabilities.insert(cts::Capability::kVirtualBacking);
     return info;
   }
@@ -300,24 +284,6 @@ class EarlyTeardownContext final : public HostContext {
 class UncappedContext final : public HostContext {
  public:
   UncappedContext(ProviderContextIdentity identity, ContextOptions) : HostContext(identity, ContextOptions{}) {}
-};
-
-template <class Context>
-class ContextMutant final : public HostAdapter {
- public:
-  explicit ContextMutant(std::string name) : name_(std::move(name)) {}
-  cts::AdapterInfo info() const override {
-    auto info = HostAdapter::info();
-    info.name = name_;
-    info.vendor = "ortmem-cts known-bad";
-    return info;
-  }
-  std::unique_ptr<ContextUnderTest> make_context(ProviderContextIdentity identity, ContextOptions options) override {
-    return std::make_unique<Context>(identity, options);
-  }
-
- private:
-  std::string name_;
 };
 
 // ---- Queue mutants. ----
@@ -491,57 +457,39 @@ class MisalignsEveryOtherInstance final : public MutantAllocator {
   const bool bad_ = instances_.fetch_add(1) % 2 == 1;
 };
 
-template <class Queue>
-class QueueMutant final : public HostAdapter {
- public:
-  explicit QueueMutant(std::string name) : name_(std::move(name)) {}
-  cts::AdapterInfo info() const override {
-    auto info = HostAdapter::info();
-    info.name = name_;
-    info.vendor = "ortmem-cts known-bad";
-    return info;
-  }
-  std::unique_ptr<QueueUnderTest> make_queue(ContextUnderTest& context, QueueOptions options) override {
-    return std::make_unique<Queue>(dynamic_cast<HostContext&>(context).shared_pins(), options);
-  }
-
- private:
-  std::string name_;
-};
-
-template <class Mutant>
+template <class Variant>
 void add(const std::string& name) {
-  cts::register_adapter(name, [name] { return std::make_unique<Mutant>(name); });
+  register_variant<Variant>(name, kKnownBad);
 }
 
 }  // namespace
 
 void register_mutant_adapters() {
-  add<AllocatorMutant<Misaligned>>("mutant:misaligned");
-  add<AllocatorMutant<Overlapping>>("mutant:overlapping");
-  add<AllocatorMutant<Corrupting>>("mutant:corrupting");
-  add<AllocatorMutant<WrongAccounting>>("mutant:wrong-accounting");
-  add<AllocatorMutant<FailedAfterFree>>("mutant:failed-after-free");
-  add<AllocatorMutant<UnknownComplete>>("mutant:unknown-complete");
-  add<AllocatorMutant<UnstableDiscovery>>("mutant:unstable-discovery");
-  add<AllocatorMutant<WanderingDevice>>("mutant:wandering-device");
-  add<AllocatorMutant<ReasonlessFailure>>("mutant:reasonless-failure");
-  add<AllocatorMutant<MisfiledFailure>>("mutant:misfiled-failure");
-  add<AllocatorMutant<FalseOnDemand>>("mutant:false-on-demand");
-  cts::register_adapter("mutant:declared-unsupported", [] { return std::make_unique<DeclaresMissingCapability>(); });
-  add<ContextMutant<WrappedContext<PinsAfterRetirement>>>("mutant:pins-after-retirement");
-  add<ContextMutant<WrappedContext<WrongContextPins>>>("mutant:wrong-context-pins");
-  add<ContextMutant<EarlyTeardownContext>>("mutant:early-teardown");
-  add<ContextMutant<UncappedContext>>("mutant:uncapped-pins");
-  add<QueueMutant<DroppingQueue>>("mutant:dropping-queue");
-  add<QueueMutant<LifoQueue>>("mutant:lifo-queue");
-  add<QueueMutant<BlockingQueue>>("mutant:blocking-enqueue");
-  add<QueueMutant<ReleasesAfterLoss>>("mutant:releases-after-loss");
-  add<QueueMutant<OverCapacity>>("mutant:over-capacity");
-  add<AllocatorMutant<SegfaultsOnAllocate>>("double:segfaults-on-allocate");
-  add<AllocatorMutant<HangsOnAllocate>>("double:hangs-on-allocate");
-  add<AllocatorMutant<RunsAwayOnAllocate>>("double:runs-away-on-allocate");
-  add<AllocatorMutant<MisalignsEveryOtherInstance>>("double:misaligns-every-other-instance");
+  add<WithAllocator<Misaligned>>("mutant:misaligned");
+  add<WithAllocator<Overlapping>>("mutant:overlapping");
+  add<WithAllocator<Corrupting>>("mutant:corrupting");
+  add<WithAllocator<WrongAccounting>>("mutant:wrong-accounting");
+  add<WithAllocator<FailedAfterFree>>("mutant:failed-after-free");
+  add<WithAllocator<UnknownComplete>>("mutant:unknown-complete");
+  add<WithAllocator<UnstableDiscovery>>("mutant:unstable-discovery");
+  add<WithAllocator<WanderingDevice>>("mutant:wandering-device");
+  add<WithAllocator<ReasonlessFailure>>("mutant:reasonless-failure");
+  add<WithAllocator<MisfiledFailure>>("mutant:misfiled-failure");
+  add<WithAllocator<FalseOnDemand>>("mutant:false-on-demand");
+  add<DeclaresMissingCapability>("mutant:declared-unsupported");
+  add<WithContext<WrappedContext<PinsAfterRetirement>>>("mutant:pins-after-retirement");
+  add<WithContext<WrappedContext<WrongContextPins>>>("mutant:wrong-context-pins");
+  add<WithContext<EarlyTeardownContext>>("mutant:early-teardown");
+  add<WithContext<UncappedContext>>("mutant:uncapped-pins");
+  add<WithQueue<DroppingQueue>>("mutant:dropping-queue");
+  add<WithQueue<LifoQueue>>("mutant:lifo-queue");
+  add<WithQueue<BlockingQueue>>("mutant:blocking-enqueue");
+  add<WithQueue<ReleasesAfterLoss>>("mutant:releases-after-loss");
+  add<WithQueue<OverCapacity>>("mutant:over-capacity");
+  add<WithAllocator<SegfaultsOnAllocate>>("double:segfaults-on-allocate");
+  add<WithAllocator<HangsOnAllocate>>("double:hangs-on-allocate");
+  add<WithAllocator<RunsAwayOnAllocate>>("double:runs-away-on-allocate");
+  add<WithAllocator<MisalignsEveryOtherInstance>>("double:misaligns-every-other-instance");
 }
 
 }  // namespace ortmem::adapters::mutants

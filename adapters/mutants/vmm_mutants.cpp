@@ -5,7 +5,8 @@
 #include <mutex>
 #include <set>
 
-#include "adapters/host/host_adapter.hpp"
+#include "adapters/host/host_variant.hpp"
+#include "adapters/host/host_vmm_adapter.hpp"
 #include "ortmem/capability.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/host/host_virtual_allocator.hpp"
@@ -316,31 +317,12 @@ class PrivateCopy final : public VmmMutant {
   }
 };
 
-class FaultsThroughPlan final : public cts::FaultInjection {
- public:
-  explicit FaultsThroughPlan(std::shared_ptr<host::SyscallFaults> plan) : plan_(std::move(plan)) {}
-  bool arm(cts::FaultPoint point, std::uint64_t nth) override {
-    plan_->clear();
-    const auto kind = point == cts::FaultPoint::kReleaseUnmap ? host::Syscall::kMunmap
-                      : point == cts::FaultPoint::kPrefixMap  ? host::Syscall::kMmap
-                                                              : host::Syscall::kMprotect;
-    plan_->fail_nth(kind, nth);
-    return true;
-  }
-  void clear() override { plan_->clear(); }
-
- private:
-  std::shared_ptr<host::SyscallFaults> plan_;
-};
-
 template <class Mutant>
-class VmmMutantAdapter final : public HostAdapter {
+class VmmMutantAdapter final : public RenamedHostAdapter {
  public:
-  explicit VmmMutantAdapter(std::string name) : name_(std::move(name)) {}
+  using RenamedHostAdapter::RenamedHostAdapter;
   cts::AdapterInfo info() const override {
-    auto info = HostAdapter::info();
-    info.name = name_;
-    info.vendor = "ortmem-cts known-bad";
+    auto info = RenamedHostAdapter::info();
     info.capabilities.insert(
         {cts::Capability::kVirtualBacking, cts::Capability::kSharedMapping, cts::Capability::kFaultInjection});
     return info;
@@ -351,14 +333,13 @@ class VmmMutantAdapter final : public HostAdapter {
   cts::FaultInjection* faults() override { return &faults_; }
 
  private:
-  std::string name_;
   std::shared_ptr<host::SyscallFaults> plan_ = std::make_shared<host::SyscallFaults>();
-  FaultsThroughPlan faults_{plan_};
+  SyscallFaultInjection faults_{plan_};
 };
 
 template <class Mutant>
 void add(const std::string& name) {
-  cts::register_adapter(name, [name] { return std::make_unique<VmmMutantAdapter<Mutant>>(name); });
+  register_variant<VmmMutantAdapter<Mutant>>(name, kKnownBad);
 }
 
 }  // namespace

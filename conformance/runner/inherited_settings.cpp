@@ -39,7 +39,7 @@ std::optional<std::uint64_t> parse_seed(std::string_view text) {
 
 Expected<InheritedSettings, std::string> take_inherited_settings(std::optional<std::uint64_t> seed_flag,
                                                                  std::optional<Shard> shard_flag,
-                                                                 std::uint64_t random_seed) {
+                                                                 ModelBudgetFlags budget, std::uint64_t random_seed) {
   InheritedSettings settings;
   settings.shard = shard_flag;
   const auto total = variable("GTEST_TOTAL_SHARDS");
@@ -82,20 +82,38 @@ Expected<InheritedSettings, std::string> take_inherited_settings(std::optional<s
       params[key] = equals == std::string::npos ? "" : token.substr(equals + 1);
     }
   }
-  settings.seed = seed_flag.value_or(random_seed);
-  if (const auto given = params.find("seed"); given != params.end()) {
-    const auto seed = parse_seed(given->second);
-    if (!seed) return fail("RC_PARAMS has seed=" + given->second + ", which is not a seed (0 to 2^64-1)");
-    if (seed_flag && *seed_flag != *seed) {
-      return fail("--seed " + std::to_string(*seed_flag) + " and RC_PARAMS's seed=" + given->second +
-                  " disagree; give one of them");
+  // Each setting the kit has a flag for: the flag and RC_PARAMS must agree,
+  // and the variable ends up holding the value the report records.
+  const auto settle = [&](const char* key, const char* flag, std::optional<std::uint64_t> flag_value,
+                          std::uint64_t fallback, std::uint64_t least) -> Expected<std::uint64_t, std::string> {
+    std::uint64_t value = flag_value.value_or(fallback);
+    if (const auto given = params.find(key); given != params.end()) {
+      const auto parsed = parse_seed(given->second);
+      if (!parsed || *parsed < least) {
+        return fail("RC_PARAMS has " + std::string(key) + "=" + given->second + ", which is not a whole number of at least " +
+                    std::to_string(least));
+      }
+      if (flag_value && *flag_value != *parsed) {
+        return fail(std::string(flag) + " " + std::to_string(*flag_value) + " and RC_PARAMS's " + key + "=" +
+                    given->second + " disagree; give one of them");
+      }
+      value = *parsed;
     }
-    settings.seed = *seed;
-  }
-  for (const char* key : {"seed", "verbose_progress", "verbose_shrinking"}) {
+    if (!params.contains(key)) order.push_back(key);
+    params[key] = std::to_string(value);
+    return value;
+  };
+  const auto seed = settle("seed", "--seed", seed_flag, random_seed, 0);
+  if (!seed) return fail(seed.error());
+  settings.seed = *seed;
+  const auto runs = settle("max_success", "--model-runs", budget.runs, kDefaultModelRuns, 1);
+  if (!runs) return fail(runs.error());
+  const auto length = settle("max_size", "--model-length", budget.length, kDefaultModelLength, 1);
+  if (!length) return fail(length.error());
+  settings.budget = {*runs, *length};
+  for (const char* key : {"verbose_progress", "verbose_shrinking"}) {
     if (!params.contains(key)) order.push_back(key);
   }
-  params["seed"] = std::to_string(settings.seed);
   params.try_emplace("verbose_progress", "0");
   params.try_emplace("verbose_shrinking", "0");
   std::string rc_params;

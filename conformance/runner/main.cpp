@@ -2,7 +2,8 @@
 //
 //   ortmem-cts list adapters|requirements|tests [--adapter NAME]
 //   ortmem-cts run --adapter NAME [--profile core,pins,...] [--filter GLOB] [--shard I/N]
-//                  [--seed N] [--report FILE|-] [--isolate group|test|none] [--jobs N]
+//                  [--seed N] [--model-runs N] [--model-length N]
+//                  [--report FILE|-] [--isolate group|test|none] [--jobs N]
 //                  [--timeout SECONDS] [--quiet]
 //                  [--sign SECRET_KEY] [--junit FILE|-] [--ctrf FILE|-]
 //                  [--expectations FILE] [--run-id ID]
@@ -123,6 +124,12 @@ int main(int argc, char** argv) {
   run_command->add_option("--filter", options.filter, "GoogleTest filter of tests to run (default *)");
   run_command->add_option("--shard", shard, "run shard I of N (0-based), as GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS");
   auto* seed_option = run_command->add_option("--seed", seed, "seed for property tests, 0 to 2^64-1 (default: random, reported)");
+  std::uint64_t model_runs = 0;
+  std::uint64_t model_length = 0;
+  auto* model_runs_option = run_command->add_option(
+      "--model-runs", model_runs, "random command sequences per model-based test (default 100; more explores more)");
+  auto* model_length_option = run_command->add_option(
+      "--model-length", model_length, "the longest command sequence a model-based test tries, in commands (default 100)");
   auto* report_option = run_command->add_option("--report", report_path, "write the JSON report to FILE, or '-' for stdout");
   run_command->add_option("--isolate", isolation, "group (default): a child process per suite; test: per test; none: in this process")
       ->check(CLI::IsMember({"none", "group", "test"}));
@@ -232,6 +239,14 @@ int main(int argc, char** argv) {
   if (seed_option->count() > 0) {
     options.seed = parse_seed(seed);
     if (!options.seed) return usage_error("--seed '" + seed + "' is not a seed: give a whole number from 0 to 2^64-1");
+  }
+  if (model_runs_option->count() > 0) {
+    if (model_runs < 1) return usage_error("--model-runs needs at least 1 sequence");
+    options.model_runs = model_runs;
+  }
+  if (model_length_option->count() > 0) {
+    if (model_length < 1) return usage_error("--model-length needs at least 1 command");
+    options.model_length = model_length;
   }
   if (!shard.empty() || run_command->count("--shard") > 0) {
     options.shard = parse_shard(shard);

@@ -13,8 +13,10 @@ std::string test_id(const ::testing::TestInfo& info) {
 }
 
 std::string ReproduceCommand::for_test(const std::string& id) const {
-  return program + " run --adapter " + adapter + " --filter '" + id + "' --seed " + std::to_string(seed) +
-         " --isolate none";
+  std::string command = program + " run --adapter " + adapter + " --filter '" + id + "' --seed " + std::to_string(seed);
+  if (budget.runs != kDefaultModelRuns) command += " --model-runs " + std::to_string(budget.runs);
+  if (budget.length != kDefaultModelLength) command += " --model-length " + std::to_string(budget.length);
+  return command + " --isolate none";
 }
 
 void ResultCollector::OnTestStart(const ::testing::TestInfo& info) {

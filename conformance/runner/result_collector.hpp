@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "inherited_settings.hpp"
 #include "ortmem/report/report.hpp"
 
 namespace ortmem::cts {
@@ -39,6 +40,7 @@ struct ReproduceCommand {
   std::string program;
   std::string adapter;
   std::uint64_t seed = 0;
+  ModelBudget budget{kDefaultModelRuns, kDefaultModelLength};
 
   [[nodiscard]] std::string for_test(const std::string& id) const;
 };

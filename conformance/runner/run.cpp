@@ -249,7 +249,8 @@ int run(const RunOptions& options) {
     expectations = std::move(*parsed);
   }
   if (options.run_id && options.run_id->empty()) return usage_error("--run-id needs a non-empty id");
-  auto settings = take_inherited_settings(options.seed, options.shard, std::random_device{}() | 1u);
+  auto settings = take_inherited_settings(options.seed, options.shard, {options.model_runs, options.model_length},
+                                          std::random_device{}() | 1u);
   if (!settings) return usage_error(settings.error());
   for (const std::string& note : settings->notes) std::cerr << "ortmem-cts: " << note << '\n';
 
@@ -279,6 +280,8 @@ int run(const RunOptions& options) {
       std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-" + std::to_string(::getpid()));
   header.run.start = header.run.end = iso_now();
   header.run.seed = settings->seed;
+  header.run.model_runs = settings->budget.runs;
+  header.run.model_length = settings->budget.length;
   header.run.filter = options.filter;
   header.run.profiles = options.profiles.empty() ? report::all_profiles() : options.profiles;
   if (settings->shard) header.run.shard = std::to_string(settings->shard->index) + "/" + std::to_string(settings->shard->count);
@@ -309,7 +312,7 @@ int run(const RunOptions& options) {
   RunRecorder recorder(std::move(journal), selection.tests.size() * options.repeat, options.quiet,
                       options.isolation == Isolation::kNone);
   context.recorder = &recorder;
-  const ReproduceCommand reproduce{program, options.adapter, settings->seed};
+  const ReproduceCommand reproduce{program, options.adapter, settings->seed, settings->budget};
   if (options.isolation == Isolation::kNone) return run_in_process(context, selection.tests, reproduce);
   return run_isolated_mode(context, selection.tests, reproduce);
 }

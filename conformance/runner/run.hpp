@@ -31,6 +31,8 @@ struct RunOptions {
   std::vector<std::string> profiles;  // empty: every profile
   std::string filter = "*";
   std::optional<std::uint64_t> seed;
+  std::optional<std::uint64_t> model_runs;    // --model-runs
+  std::optional<std::uint64_t> model_length;  // --model-length
   std::optional<Shard> shard;
   std::optional<std::string> report_path;  // "-": standard output
   Isolation isolation = Isolation::kGroup;

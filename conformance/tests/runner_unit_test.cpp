@@ -88,7 +88,7 @@ TEST_F(Inherited, GoogleTestShardVariablesBecomeTheShardAndAreRemoved) {
   ::setenv("GTEST_SHARD_INDEX", "1", 1);
   ::setenv("GTEST_TOTAL_SHARDS", "3", 1);
   ::setenv("GTEST_REPEAT", "2", 1);
-  const auto settings = take_inherited_settings(std::nullopt, std::nullopt, 5);
+  const auto settings = take_inherited_settings(std::nullopt, std::nullopt, {}, 5);
   ASSERT_TRUE(settings) << settings.error();
   ASSERT_TRUE(settings->shard);
   EXPECT_EQ(settings->shard->index, 1);
@@ -103,20 +103,37 @@ TEST_F(Inherited, GoogleTestShardVariablesBecomeTheShardAndAreRemoved) {
 
 TEST_F(Inherited, TheSeedOfRcParamsIsTheRunsSeedAndItsOtherSettingsStay) {
   ::setenv("RC_PARAMS", "max_success=10 seed=42", 1);
-  const auto settings = take_inherited_settings(std::nullopt, std::nullopt, 5);
+  const auto settings = take_inherited_settings(std::nullopt, std::nullopt, {}, 5);
   ASSERT_TRUE(settings) << settings.error();
   EXPECT_EQ(settings->seed, 42U);
-  EXPECT_STREQ(std::getenv("RC_PARAMS"), "max_success=10 seed=42 verbose_progress=0 verbose_shrinking=0");
-  EXPECT_FALSE(take_inherited_settings(7, std::nullopt, 5)) << "--seed 7 and seed=42 disagree";
+  EXPECT_EQ(settings->budget.runs, 10U) << "max_success is the model budget's runs";
+  EXPECT_EQ(settings->budget.length, kDefaultModelLength);
+  EXPECT_STREQ(std::getenv("RC_PARAMS"), "max_success=10 seed=42 max_size=100 verbose_progress=0 verbose_shrinking=0");
+  EXPECT_FALSE(take_inherited_settings(7, std::nullopt, {}, 5)) << "--seed 7 and seed=42 disagree";
   ::setenv("RC_PARAMS", "seed=-3", 1);
-  EXPECT_FALSE(take_inherited_settings(std::nullopt, std::nullopt, 5));
+  EXPECT_FALSE(take_inherited_settings(std::nullopt, std::nullopt, {}, 5));
 }
 
 TEST_F(Inherited, WithoutRcParamsTheFlagOrTheRandomSeedIsUsed) {
-  EXPECT_EQ(take_inherited_settings(std::nullopt, std::nullopt, 5)->seed, 5U);
+  EXPECT_EQ(take_inherited_settings(std::nullopt, std::nullopt, {}, 5)->seed, 5U);
   ::unsetenv("RC_PARAMS");  // the runner takes its settings once; the first call set it
-  EXPECT_EQ(take_inherited_settings(9, std::nullopt, 5)->seed, 9U);
-  EXPECT_STREQ(std::getenv("RC_PARAMS"), "seed=9 verbose_progress=0 verbose_shrinking=0");
+  EXPECT_EQ(take_inherited_settings(9, std::nullopt, {}, 5)->seed, 9U);
+  EXPECT_STREQ(std::getenv("RC_PARAMS"), "seed=9 max_success=100 max_size=100 verbose_progress=0 verbose_shrinking=0");
+}
+
+TEST_F(Inherited, TheModelBudgetFlagsReachRapidCheckAndMustAgreeWithRcParams) {
+  const auto settings = take_inherited_settings(std::nullopt, std::nullopt, {.runs = 7, .length = 400}, 5);
+  ASSERT_TRUE(settings) << settings.error();
+  EXPECT_EQ(settings->budget.runs, 7U);
+  EXPECT_EQ(settings->budget.length, 400U);
+  EXPECT_STREQ(std::getenv("RC_PARAMS"), "seed=5 max_success=7 max_size=400 verbose_progress=0 verbose_shrinking=0");
+  ::setenv("RC_PARAMS", "max_size=50", 1);
+  const auto disagreeing = take_inherited_settings(std::nullopt, std::nullopt, {.runs = std::nullopt, .length = 60}, 5);
+  ASSERT_FALSE(disagreeing);
+  EXPECT_NE(disagreeing.error().find("--model-length 60 and RC_PARAMS's max_size=50 disagree"), std::string::npos)
+      << disagreeing.error();
+  ::setenv("RC_PARAMS", "max_success=0", 1);
+  EXPECT_FALSE(take_inherited_settings(std::nullopt, std::nullopt, {}, 5)) << "no run at all explores nothing";
 }
 
 }  // namespace

@@ -36,6 +36,9 @@ std::optional<ShardIndex> shard_of(const Report& report) {
 std::string differing_field(const Report& first, const Report& shard) {
   if (shard.run.id != first.run.id) return "run id";
   if (shard.run.seed != first.run.seed) return "seed";
+  if (shard.run.model_runs != first.run.model_runs || shard.run.model_length != first.run.model_length) {
+    return "model budget";
+  }
   if (shard.adapter.name != first.adapter.name || shard.adapter.version != first.adapter.version ||
       shard.adapter.capabilities != first.adapter.capabilities) {
     return "adapter";

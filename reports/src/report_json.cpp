@@ -162,6 +162,8 @@ Report read_report(const json& document) {
   section.end = run.string("end");
   section.duration_s = run.number("duration_s");
   section.seed = run.unsigned_integer("seed");
+  if (run.has("model_runs")) section.model_runs = run.unsigned_integer("model_runs");
+  if (run.has("model_length")) section.model_length = run.unsigned_integer("model_length");
   section.filter = run.string("filter");
   section.profiles = run.strings("profiles");
   section.shard = run.optional_string("shard");
@@ -345,6 +347,8 @@ json to_json(const Report& report) {
                    {"end", run.end},
                    {"duration_s", run.duration_s},
                    {"seed", run.seed},
+                   {"model_runs", run.model_runs},
+                   {"model_length", run.model_length},
                    {"filter", run.filter},
                    {"profiles", run.profiles},
                    {"isolation", run.isolation},

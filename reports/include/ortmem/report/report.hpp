@@ -37,7 +37,7 @@
 namespace ortmem::report {
 
 inline constexpr const char* kSchemaId = "https://ortmem-cts.invalid/schema/report.schema.json";
-inline constexpr const char* kSchemaVersion = "1.2.0";
+inline constexpr const char* kSchemaVersion = "1.3.0";
 
 // kFlaky: a test run several times (--repeat) that both passed and failed.
 enum class TestStatus { kPass, kFail, kNotApplicable, kSkipped, kCrash, kTimeout, kWaived, kError, kFlaky };
@@ -212,6 +212,10 @@ struct RunSection {
   std::string end;
   double duration_s = 0;
   std::uint64_t seed = 0;
+  // The model budget (--model-runs, --model-length): with the seed it fixes
+  // every command sequence a model-based test tried.
+  std::uint64_t model_runs = 100;
+  std::uint64_t model_length = 100;
   std::string filter = "*";
   std::vector<std::string> profiles;  // the profiles whose tests were selected
   std::string shard;                  // "I/N", empty when not sharded

@@ -67,6 +67,18 @@ for adapter in cuda cuda-vmm; do
     --report "$out/$adapter.json" >>"$log" 2>&1
   code=$?
   say "   exit $code in $((SECONDS - start)) s"
+  # SM-008 on the device: the probe reads cuMemGetAccess of the mapped prefix
+  # (a device write through it would poison the context); say what it found.
+  if [[ $adapter == cuda-vmm ]] && command -v python3 >/dev/null; then
+    python3 - "$out/$adapter.json" <<'PY' 2>&1 | tee -a "$log"
+import json, sys
+report = json.load(open(sys.argv[1]))
+for test in report.get("tests", []):
+    if "SM-008" in test.get("requirements", []):
+        why = "; ".join(f.get("message", "")[:200] for f in test.get("failures", [])) or test.get("skip_reason", "")
+        print(f"   SM-008 {test['status']}: {test['id']} {why}".rstrip())
+PY
+  fi
   [[ $code -eq 0 ]] || status=1
 done
 

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "driver_fault_injection.hpp"
+#include "driver_write_probe.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/cuda/cuda_allocator.hpp"
 #include "ortmem/cuda/cuda_deferred_queue.hpp"
@@ -123,9 +124,6 @@ class CudaQueue final : public cts::QueueUnderTest {
 class CudaMemory final : public cts::MemoryAccess {
  public:
   void fill(void* ptr, std::size_t bytes, std::uint8_t value) override {
-    // CUDA cannot be used in a forked child (the kit's SM-008 probe forks):
-    // end the child with a failure rather than a fault it did not observe.
-    if (::getpid() != creator_) ::_exit(4);
     if (bytes == 0) return;
     // cudaMemset returns before the device writes; a decommit or release
     // right after must not race the write, so wait for it (this stream only).
@@ -135,9 +133,18 @@ class CudaMemory final : public cts::MemoryAccess {
   void read(const void* ptr, std::span<std::uint8_t> out) override {
     if (!out.empty()) check(cudaMemcpy(out.data(), ptr, out.size(), cudaMemcpyDeviceToHost), "cudaMemcpy");
   }
+  // Only VMM mappings can be read-only; the driver is loaded on first use.
+  cts::WriteProbe probe_write(void* ptr, std::uint8_t) override {
+    if (!driver_) {
+      auto driver = cuda::load_cuda_vmm_driver(kOrdinal);
+      if (!driver) return {cts::WriteProbe::Outcome::kUnknown, driver.error()};
+      driver_ = *driver;
+    }
+    return probe_through_driver(*driver_, ptr);
+  }
 
  private:
-  const pid_t creator_ = ::getpid();
+  std::shared_ptr<cuda::VmmDriver> driver_;
 };
 
 class CudaAdapter : public cts::Adapter {

@@ -1,6 +1,6 @@
 #include "simulated_vmm_adapter.hpp"
 
-#include "driver_fault_injection.hpp"
+#include "driver_write_probe.hpp"
 #include "adapters/host/host_adapter.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/cuda/cuda_deferred_queue.hpp"
@@ -35,31 +35,54 @@ class SimulatedEventQueue final : public cts::QueueUnderTest {
   cuda::CudaDeferredReleaseQueue queue_;
 };
 
-class SimulatedVmmAdapter final : public HostAdapter {
- public:
-  cts::AdapterInfo info() const override {
-    auto info = HostAdapter::info();
-    info.name = "cuda-vmm-simulated";
-    info.vendor = "ortmem-cts test double (no GPU)";
-    info.capabilities.insert(
-        {cts::Capability::kVirtualBacking, cts::Capability::kSharedMapping, cts::Capability::kFaultInjection});
-    return info;
-  }
-  std::shared_ptr<DeviceAllocator> make_allocator() override {
-    auto driver = std::make_shared<cuda::testing::SimulatedVmmDriver>(kSimulatedGranularity);
-    // The granularity is this adapter's own choice: create cannot refuse it.
-    return *cuda::CudaVirtualAllocator::create(std::move(driver), {.device = DeviceKey::host(), .faults = faults_.plan()});
-  }
-  std::unique_ptr<cts::QueueUnderTest> make_queue(cts::ContextUnderTest& context, cts::QueueOptions options) override {
-    return std::make_unique<SimulatedEventQueue>(dynamic_cast<HostContext&>(context).shared_pins(), options);
-  }
-  cts::FaultInjection* faults() override { return &faults_; }
-
- private:
-  DriverFaultInjection faults_{std::make_shared<cuda::DriverFaults>()};
-};
-
 }  // namespace
+
+cts::AdapterInfo SimulatedVmmAdapter::info() const {
+  auto info = HostAdapter::info();
+  info.name = name_;
+  info.vendor = vendor_;
+  info.capabilities.insert(
+      {cts::Capability::kVirtualBacking, cts::Capability::kSharedMapping, cts::Capability::kFaultInjection});
+  return info;
+}
+
+std::shared_ptr<DeviceAllocator> SimulatedVmmAdapter::make_allocator() {
+  auto driver = driver_over(std::make_shared<cuda::testing::SimulatedVmmDriver>(kSimulatedGranularity));
+  memory_.add(driver);
+  // The granularity is this adapter's own choice: create cannot refuse it.
+  return *cuda::CudaVirtualAllocator::create(std::move(driver), {.device = DeviceKey::host(), .faults = faults_.plan()});
+}
+
+std::unique_ptr<cts::QueueUnderTest> SimulatedVmmAdapter::make_queue(cts::ContextUnderTest& context,
+                                                                     cts::QueueOptions options) {
+  return std::make_unique<SimulatedEventQueue>(dynamic_cast<HostContext&>(context).shared_pins(), options);
+}
+
+std::shared_ptr<cuda::VmmDriver> SimulatedVmmAdapter::driver_over(
+    std::shared_ptr<cuda::testing::SimulatedVmmDriver> driver) {
+  return driver;
+}
+
+cts::WriteProbe SimulatedVmmAdapter::Memory::probe_write(void* ptr, std::uint8_t) {
+  const std::lock_guard lock(mutex_);
+  std::string tried;
+  for (const auto& weak : drivers_) {
+    const auto driver = weak.lock();
+    if (!driver) continue;
+    const cts::WriteProbe probe = probe_through_driver(*driver, ptr);
+    // Each allocator has a driver of its own; only the one that mapped the
+    // address has a record of it.
+    if (probe.outcome != cts::WriteProbe::Outcome::kUnknown) return probe;
+    tried = probe.detail;
+  }
+  return {cts::WriteProbe::Outcome::kUnknown, tried.empty() ? "no live simulated driver maps the address" : tried};
+}
+
+void SimulatedVmmAdapter::Memory::add(std::weak_ptr<cuda::VmmDriver> driver) {
+  const std::lock_guard lock(mutex_);
+  std::erase_if(drivers_, [](const auto& weak) { return weak.expired(); });
+  drivers_.push_back(std::move(driver));
+}
 
 void register_simulated_vmm_adapter() {
   cts::register_adapter("cuda-vmm-simulated", [] { return std::make_unique<SimulatedVmmAdapter>(); });

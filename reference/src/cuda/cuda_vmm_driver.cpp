@@ -24,6 +24,7 @@ struct EntryPoints {
   PFN_cuMemMap_v10020 map = nullptr;
   PFN_cuMemUnmap_v10020 unmap = nullptr;
   PFN_cuMemSetAccess_v10020 set_access = nullptr;
+  PFN_cuMemGetAccess_v10020 get_access = nullptr;
 };
 
 template <class Function>
@@ -82,6 +83,19 @@ class CudaVmmDriver final : public VmmDriver {
     descriptor.flags = access == Access::kReadOnly ? CU_MEM_ACCESS_FLAGS_PROT_READ : CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     return check("cuMemSetAccess", [&] { return entry_.set_access(address, bytes, &descriptor, 1); });
   }
+  Expected<std::optional<Access>, DriverFault> access(DevicePtr address) const noexcept override {
+    if (auto bound = bind("cuMemGetAccess"); !bound) return fail(bound.error());
+    CUmemLocation location{};
+    location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    location.id = ordinal_;
+    unsigned long long flags = 0;
+    if (const CUresult result = entry_.get_access(&flags, &location, address); result != CUDA_SUCCESS) {
+      return fail(fault("cuMemGetAccess", result));
+    }
+    if (flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) return std::optional(Access::kReadWrite);
+    if (flags == CU_MEM_ACCESS_FLAGS_PROT_READ) return std::optional(Access::kReadOnly);
+    return std::optional<Access>();
+  }
 
   static CUmemAllocationProp allocation_properties(int ordinal) noexcept {
     CUmemAllocationProp properties{};
@@ -130,7 +144,8 @@ Expected<std::shared_ptr<VmmDriver>, std::string> load_cuda_vmm_driver(int ordin
                           resolve("cuMemAddressReserve", entry.address_reserve),
                           resolve("cuMemAddressFree", entry.address_free), resolve("cuMemCreate", entry.create),
                           resolve("cuMemRelease", entry.release), resolve("cuMemMap", entry.map),
-                          resolve("cuMemUnmap", entry.unmap), resolve("cuMemSetAccess", entry.set_access)}) {
+                          resolve("cuMemUnmap", entry.unmap), resolve("cuMemSetAccess", entry.set_access),
+                          resolve("cuMemGetAccess", entry.get_access)}) {
       if (!resolved) return fail(resolved.error());
     }
     if (const cudaError_t error = cudaSetDevice(ordinal); error != cudaSuccess) {

@@ -102,12 +102,33 @@ class QueueUnderTest {
   [[nodiscard]] virtual std::optional<std::size_t> capacity() const = 0;
 };
 
+// How a write through a mapping that must be read-only ended (SM-008).
+struct WriteProbe {
+  enum class Outcome : std::uint8_t {
+    kRefused,  // the system refused the write (or records the mapping read-only)
+    kAllowed,  // the write went through, or the system would let it
+    kUnknown,  // the probe could not tell (the check is then not run)
+  };
+  Outcome outcome = Outcome::kUnknown;
+  std::string detail;  // how the outcome was found, for people
+};
+
 // Reading and writing allocation bytes from the host.
 class MemoryAccess {
  public:
   virtual ~MemoryAccess() = default;
   virtual void fill(void* ptr, std::size_t bytes, std::uint8_t value) = 0;
   virtual void read(const void* ptr, std::span<std::uint8_t> out) = 0;
+  // How a one-byte write of `value` through `ptr` ends, found without
+  // harming this process. The default runs fill() in a forked child with the
+  // default signal dispositions: on a read-only page the kernel kills it,
+  // which is right for memory the CPU addresses. Memory a forked child cannot
+  // use, or where a refused write would poison the process (a GPU's: a
+  // faulting device write ends its whole context), must override this with
+  // the system's own record of the mapping's protection (for CUDA,
+  // cuMemGetAccess), never with what the adapter believes it asked for: an
+  // override that answers kRefused without asking the system defeats SM-008.
+  [[nodiscard]] virtual WriteProbe probe_write(void* ptr, std::uint8_t value);
 };
 
 // Where a fault can be injected, named by what it does to the contract rather

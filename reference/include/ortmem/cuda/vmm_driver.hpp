@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -59,6 +60,12 @@ class VmmDriver {
   virtual Expected<void, DriverFault> map(DevicePtr address, std::size_t bytes, PhysicalHandle handle) noexcept = 0;
   virtual Expected<void, DriverFault> unmap(DevicePtr address, std::size_t bytes) noexcept = 0;
   virtual Expected<void, DriverFault> set_access(DevicePtr address, std::size_t bytes, Access access) noexcept = 0;
+  // The access the driver grants this device at `address` (cuMemGetAccess):
+  // nullopt when the address is mapped without any. This is the system's
+  // own record of a mapping's protection, which a caller that may not write
+  // through the mapping (device memory, where a faulting write poisons the
+  // whole context) can read instead.
+  [[nodiscard]] virtual Expected<std::optional<Access>, DriverFault> access(DevicePtr address) const noexcept = 0;
 };
 
 }  // namespace ortmem::cuda

@@ -162,7 +162,7 @@ Expected<void, DriverFault> SimulatedVmmDriver::map(DevicePtr address, std::size
       make_reserved(address, bytes);
       return fail(out_of_memory(kCall, error));
     }
-    mappings_.emplace(address, Mapping{bytes, id});
+    mappings_.emplace(address, Mapping{bytes, id, std::nullopt});
     ++handle->second.mappings;
     count(kCall);
     return {};
@@ -207,8 +207,20 @@ Expected<void, DriverFault> SimulatedVmmDriver::set_access(DevicePtr address, st
   }
   const int protection = access == Access::kReadOnly ? PROT_READ : PROT_READ | PROT_WRITE;
   if (::mprotect(at(address), bytes, protection) != 0) return fail(out_of_memory(kCall, errno));
+  for (auto it = mappings_.find(address); it != mappings_.end() && it->first < address + bytes; ++it) {
+    it->second.access = access;
+  }
   count(kCall);
   return {};
+}
+
+Expected<std::optional<Access>, DriverFault> SimulatedVmmDriver::access(DevicePtr address) const noexcept {
+  const std::lock_guard lock(mutex_);
+  auto it = mappings_.upper_bound(address);
+  if (it == mappings_.begin()) return fail(refused("cuMemGetAccess", "the address is not mapped"));
+  --it;
+  if (address >= it->first + it->second.bytes) return fail(refused("cuMemGetAccess", "the address is not mapped"));
+  return it->second.access;
 }
 
 }  // namespace ortmem::cuda::testing

@@ -44,6 +44,9 @@ class SimulatedVmmDriver final : public VmmDriver {
   Expected<void, DriverFault> map(DevicePtr address, std::size_t bytes, PhysicalHandle handle) noexcept override;
   Expected<void, DriverFault> unmap(DevicePtr address, std::size_t bytes) noexcept override;
   Expected<void, DriverFault> set_access(DevicePtr address, std::size_t bytes, Access access) noexcept override;
+  // What the last set_access over `address` granted, which is also what
+  // mprotect enforces on the host memory standing in for the device's.
+  [[nodiscard]] Expected<std::optional<Access>, DriverFault> access(DevicePtr address) const noexcept override;
 
   // Handles whose physical memory still exists (not released, or still mapped).
   [[nodiscard]] std::size_t live_handles() const;
@@ -62,6 +65,7 @@ class SimulatedVmmDriver final : public VmmDriver {
   struct Mapping {
     std::size_t bytes;
     PhysicalHandle handle;
+    std::optional<Access> access;  // none until set_access
   };
 
   void count(std::string_view entry_point);

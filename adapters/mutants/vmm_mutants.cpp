@@ -107,6 +107,19 @@ class DecommitOverreports final : public VmmMutant {
   }
 };
 
+// Releases of more than four granules count a guard granule past the end
+// that was never mapped: Complete, the right allocation bytes, one granule too
+// many unmapped.
+class ReleaseOverreports final : public VmmMutant {
+ public:
+  using VmmMutant::VmmMutant;
+  AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
+    auto outcome = inner_->release(ptr, bytes, align);
+    if (!outcome.is_complete() || bytes <= 4 * granule()) return outcome;
+    return AllocationReleaseOutcome::complete({bytes, outcome.unmapped_bytes() + granule()});
+  }
+};
+
 // Estimates the bytes asked for, not the granules a commit maps.
 class LowEstimate final : public VmmMutant {
  public:
@@ -348,6 +361,7 @@ void register_vmm_mutant_adapters() {
   add<OverCommit>("mutant:vb-over-commit");
   add<CommitNoop>("mutant:vb-commit-noop");
   add<DecommitOverreports>("mutant:vb-decommit-overreports");
+  add<ReleaseOverreports>("mutant:vb-release-overreports");
   add<LowEstimate>("mutant:vb-low-estimate");
   add<StaleCommitted>("mutant:vb-stale-committed-bytes");
   add<NoRecommit>("mutant:vb-no-recommit");

@@ -37,18 +37,21 @@ void print_summary(const report::Report& result, std::ostream& out) {
   }
   for (const auto& requirement : judgement.requirements) {
     if (requirement.status != report::RequirementStatus::kFail) continue;
+    // The first failed check charged to this requirement (not merely a
+    // failure of a test that names it: that may be another rule's check).
     std::string first_failure;
     for (const auto& test : result.tests) {
-      const bool names = std::find(test.requirements.begin(), test.requirements.end(), requirement.requirement.id) !=
-                         test.requirements.end();
-      if (names && !test.failures.empty()) {
-        const auto& failure = test.failures.front();
-        first_failure = test.id + ": " + located(failure).substr(0, 300);
+      const auto charged = std::find_if(test.failures.begin(), test.failures.end(), [&](const report::Failure& failure) {
+        return report::charges(failure, test, requirement.requirement.id);
+      });
+      if (charged != test.failures.end()) {
+        first_failure = test.id + ": " + located(*charged).substr(0, 300);
         break;
       }
     }
     out << "  FAIL " << requirement.requirement.id << " (" << requirement.requirement.title << ") " << first_failure
         << '\n';
+    if (!requirement.requirement.remedy.empty()) out << "       remedy: " << requirement.requirement.remedy << '\n';
   }
   for (const auto& waiver : result.waivers) {
     if (waiver.state == "applied") continue;

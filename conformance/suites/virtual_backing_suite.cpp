@@ -1,5 +1,7 @@
 // Virtual backing (VB), against any adapter that declares it.
 #include <algorithm>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "ortmem/capability.hpp"
@@ -105,6 +107,63 @@ TEST_P(VirtualBackingSuite, DecommitUnmapsOnlyGranulesNothingElseNeeds) {
   ASSERT_TRUE(outcome.is_complete()) << outcome.describe();
   forget(ptr);
   EXPECT_EQ(outcome.unmapped_bytes(), granule_) << "release reports the bytes still mapped at release";
+}
+
+// VB-009 across histories that leave different granules mapped at release:
+// sizes off the granule edges, nothing or everything committed, and ranges
+// decommitted and recommitted in between.
+TEST_P(VirtualBackingSuite, AReleaseUnmapsNoMoreThanTheAllocationCouldMap) {
+  covers("VB-009");
+  const std::size_t sizes[] = {1, granule_ - 1, granule_, granule_ + 1, 5 * granule_ + 7, 12 * granule_};
+  for (const std::size_t bytes : sizes) {
+    for (int history = 0; history < 3; ++history) {
+      SCOPED_TRACE("bytes " + std::to_string(bytes) + ", history " + std::to_string(history));
+      std::vector<ByteRange> ranges;
+      if (history > 0) ranges.push_back({0, bytes});
+      void* ptr = reserve(bytes, ranges);
+      ASSERT_NE(ptr, nullptr);
+      if (history == 2 && bytes > granule_) {
+        // Every other granule out and back in: a release then meets many runs.
+        for (std::size_t offset = 0; offset + granule_ <= bytes; offset += 2 * granule_) {
+          ORTMEM_CTS_PRECONDITION();
+          ASSERT_TRUE(backing_->decommit_allocation_range(ptr, bytes, 64, offset, granule_));
+        }
+        for (std::size_t offset = 0; offset + granule_ <= bytes; offset += 4 * granule_) {
+          ORTMEM_CTS_PRECONDITION();
+          ASSERT_TRUE(backing_->commit_allocation_range(ptr, bytes, 64, offset, granule_));
+        }
+      }
+      const auto bound = backing_->mapped_bytes_for_allocation(bytes, 64);
+      {
+        ORTMEM_CTS_PRECONDITION();
+        ASSERT_TRUE(bound) << bound.error().message();
+      }
+      const auto outcome = allocator_->release(ptr, bytes, 64);
+      forget(ptr);
+      {
+        ORTMEM_CTS_PRECONDITION();
+        ASSERT_TRUE(outcome.is_complete()) << outcome.describe();
+      }
+      EXPECT_LE(outcome.unmapped_bytes(), *bound)
+          << "the release claims more unmapped bytes than the allocation could have had mapped";
+    }
+  }
+  // A quarantined release counts what it did unmap; the same bound holds.
+  if (adapter().faults() == nullptr) return;
+  const std::size_t bytes = 5 * granule_;
+  void* ptr = reserve(bytes, {{0, granule_}, {3 * granule_, 5 * granule_}});
+  ASSERT_NE(ptr, nullptr);
+  std::optional<AllocationReleaseOutcome> outcome;
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(adapter().faults()->arm(FaultPoint::kReleaseUnmap, 2));
+    outcome = allocator_->release(ptr, bytes, 64);
+    adapter().faults()->clear();
+    if (!outcome->is_failed()) forget(ptr);
+    ASSERT_FALSE(outcome->is_failed()) << outcome->describe();
+  }
+  EXPECT_LE(outcome->unmapped_bytes(), *backing_->mapped_bytes_for_allocation(bytes, 64))
+      << "a quarantined release claims more unmapped bytes than the allocation could have had mapped";
 }
 
 TEST_P(VirtualBackingSuite, EstimatesAreWholeGranulesAndNeverBelowWhatCommitMaps) {

@@ -33,7 +33,9 @@ std::string render_html(const Report& report) {
   for (const auto& entry : failing) {
     const SpecRequirement& requirement = entry.requirement->requirement;
     out << "<h3 class=\"failing-requirement\">" << e(requirement.id) << " (" << e(requirement.level) << ", "
-        << e(requirement.profile) << "): " << e(requirement.title) << "</h3>\n<ul>\n";
+        << e(requirement.profile) << "): " << e(requirement.title) << "</h3>\n";
+    if (!requirement.remedy.empty()) out << "<p class=\"remedy\">Remedy: " << e(requirement.remedy) << "</p>\n";
+    out << "<ul>\n";
     for (const auto& check : entry.checks) {
       out << "<li><code>" << e(check.test->id) << "</code> " << e(to_string(check.test->status))
           << (check.where.empty() ? "" : " at <code>" + e(check.where) + "</code>") << ": <pre>"

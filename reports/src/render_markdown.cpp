@@ -33,6 +33,7 @@ std::string render_markdown(const Report& report) {
     const SpecRequirement& requirement = entry.requirement->requirement;
     out << "### " << requirement.id << " (" << requirement.level << ", " << requirement.profile << "): "
         << cell(requirement.title) << "\n\n";
+    if (!requirement.remedy.empty()) out << "> Remedy: " << cell(requirement.remedy) << "\n\n";
     for (const auto& check : entry.checks) {
       out << "- `" << cell(check.test->id) << "` " << to_string(check.test->status)
           << (check.where.empty() ? "" : " at `" + cell(check.where) + "`") << ": " << cell(check.message.substr(0, 500)) << "\n";

@@ -203,6 +203,7 @@ Report read_report(const json& document) {
     RequirementResult entry;
     entry.requirement = {requirement.string("id"), requirement.string("level"), requirement.string("profile"),
                          requirement.optional_string("title")};
+    entry.requirement.remedy = requirement.optional_string("remedy");
     entry.status = requirement.status<RequirementStatus>("status", requirement_status_named, "a requirement status");
     entry.tests = requirement.strings("tests");
     report.judgement.requirements.push_back(std::move(entry));
@@ -320,6 +321,7 @@ json to_json(const Report& report) {
                             {"title", result.requirement.title},
                             {"status", to_string(result.status)},
                             {"tests", result.tests}});
+    if (!result.requirement.remedy.empty()) requirements.back()["remedy"] = result.requirement.remedy;
   }
   json profiles = json::array();
   for (const ProfileVerdict& verdict : report.judgement.verdict.profiles) {

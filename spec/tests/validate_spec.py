@@ -11,6 +11,8 @@ SPEC_DIR defaults to the directory above this script. The checks:
   * requirement ids are unique, well formed, use a declared family prefix, and are
     numbered 001, 002, ... without gaps inside each family;
   * `since` is not later than `spec_version`;
+  * every requirement that is not withdrawn has a non-empty `remedy` that does
+    not merely repeat its statement or its rationale;
   * every requirement that is not withdrawn is defined (written in bold, e.g.
     **ALLOC-004**) exactly once, in its own family's chapter; no chapter defines an
     id of another family;
@@ -41,6 +43,24 @@ LEVELS = ("MUST", "SHOULD", "MAY")
 
 def semver_key(text):
     return tuple(int(part) for part in text.split("."))
+
+
+def normalized(text):
+    """Text compared for sameness: case, spacing and a final period ignored."""
+    return " ".join(text.split()).casefold().rstrip(".")
+
+
+def remedy_problems(rid, req):
+    """What is wrong with a requirement's remedy (the schema says the same, less plainly)."""
+    remedy = req.get("remedy")
+    if not isinstance(remedy, str) or not remedy.strip():
+        return [f"{rid}: has no remedy (say what implementations get wrong about it and the fix)"]
+    out = []
+    for field in ("statement", "rationale"):
+        other = req.get(field)
+        if isinstance(other, str) and normalized(remedy) == normalized(other):
+            out.append(f"{rid}: remedy repeats its {field}; say what implementations get wrong and the fix")
+    return out
 
 
 def load_json(path, problems):
@@ -146,6 +166,8 @@ def main(argv):
             problems.append(f"{rid}: prefix {prefix} is not a declared family")
             continue
         by_family[prefix].append(number)
+        if req.get("withdrawn") is not True:
+            problems.extend(remedy_problems(rid, req))
         since = req.get("since")
         if (isinstance(since, str) and isinstance(spec_version, str)
                 and re.match(r"^\d+\.\d+\.\d+$", since)

@@ -138,6 +138,9 @@ struct SpecRequirement {
   std::string title;
   // The spec explains why no implementation can violate it observably.
   bool justified = false;
+  // What implementations usually get wrong about it, and the fix: shown
+  // beside its failures.
+  std::string remedy{};
 };
 
 struct RequirementResult {

@@ -183,10 +183,12 @@ Expected<void*, MemoryError> CudaVirtualAllocator::reserve(std::size_t bytes, st
   if (!is_valid_alignment(align)) {
     return fail(invalid(bytes, "alignment " + std::to_string(align) + " is not a power of two"));
   }
+  // The reservation is aligned to the larger of the two, so a size that
+  // overflows when rounded up to either is a bad request, not a driver's refusal.
   const auto span = vmm::round_up(std::max<std::size_t>(bytes, 1), granularity_);
-  if (!span) {
+  if (!span || !vmm::round_up(*span, std::max(align, granularity_))) {
     return fail(invalid(bytes, "the size overflows when rounded up to whole granules of " +
-                                   std::to_string(granularity_) + " bytes"));
+                                   std::to_string(std::max(align, granularity_)) + " bytes"));
   }
   auto address = driver_->reserve(*span, std::max(align, granularity_));
   if (!address) return fail(driver_failed(bytes, address.error(), "no address range was reserved"));

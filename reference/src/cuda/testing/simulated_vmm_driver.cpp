@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <iterator>
 #include <string>
@@ -78,6 +79,8 @@ Expected<DevicePtr, DriverFault> SimulatedVmmDriver::reserve(std::size_t bytes, 
     return fail(refused(kCall, "size must be a non-zero multiple of the granularity, alignment a power of two"));
   }
   const std::size_t boundary = std::max(alignment, granularity_);
+  // No address space holds it; the real driver refuses the same way.
+  if (bytes > SIZE_MAX - boundary) return fail(out_of_memory(kCall, ENOMEM));
   const std::size_t over = bytes + boundary;
   void* raw = ::mmap(nullptr, over, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (raw == MAP_FAILED) return fail(out_of_memory(kCall, errno));

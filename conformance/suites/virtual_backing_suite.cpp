@@ -166,6 +166,38 @@ TEST_P(VirtualBackingSuite, AReleaseUnmapsNoMoreThanTheAllocationCouldMap) {
       << "a quarantined release claims more unmapped bytes than the allocation could have had mapped";
 }
 
+// Decommitting every byte is not an end of life: only the allocator's
+// release ends it, for an ordinary allocation and for lazy reservations
+// committed fully, partly or not at all.
+TEST_P(VirtualBackingSuite, DecommittingEverythingLeavesTheAllocationToRelease) {
+  covers("ALLOC-014", "VB-003");
+  const std::size_t bytes = 3 * granule_ + 5;
+  for (int shape = 0; shape < 4; ++shape) {
+    SCOPED_TRACE("shape " + std::to_string(shape));
+    void* ptr = nullptr;
+    if (shape == 0) {
+      auto plain = allocator_->allocate(bytes, 64);
+      ASSERT_TRUE(plain) << plain.error().message();
+      ptr = *plain;
+      live_.emplace_back(ptr, bytes);
+    } else {
+      std::vector<ByteRange> ranges;
+      if (shape == 1) ranges.push_back({0, bytes});
+      if (shape == 2) ranges.push_back({granule_, 2 * granule_});
+      ptr = reserve(bytes, ranges);
+      ASSERT_NE(ptr, nullptr);
+    }
+    {
+      ORTMEM_CTS_PRECONDITION();
+      ASSERT_TRUE(backing_->decommit_allocation_range(ptr, bytes, 64, 0, bytes));
+    }
+    const auto outcome = allocator_->release(ptr, bytes, 64);
+    if (!outcome.is_failed()) forget(ptr);
+    EXPECT_TRUE(outcome.is_complete()) << "after a decommit of every byte the allocation was no longer releasable: "
+                                       << outcome.describe();
+  }
+}
+
 TEST_P(VirtualBackingSuite, EstimatesAreWholeGranulesAndNeverBelowWhatCommitMaps) {
   covers("VB-004");
   for (std::size_t bytes : {std::size_t{1}, granule_ - 1, granule_, granule_ + 1, 5 * granule_ + 3}) {
@@ -191,15 +223,28 @@ TEST_P(VirtualBackingSuite, EstimatesAreWholeGranulesAndNeverBelowWhatCommitMaps
 
 TEST_P(VirtualBackingSuite, ADecommittedRangeCanBeCommittedAgain) {
   covers("VB-006");
-  const std::size_t bytes = 2 * granule_;
+  // Again and again, over the same bytes and over others: a mechanism that
+  // recycles what it decommitted must keep serving the second recommit too.
+  const std::size_t bytes = 4 * granule_;
   void* ptr = reserve(bytes, {{0, bytes}});
   ASSERT_NE(ptr, nullptr);
   adapter().memory().fill(ptr, bytes, 0x77);
-  ASSERT_TRUE(backing_->decommit_allocation_range(ptr, bytes, 64, 0, bytes));
-  ASSERT_TRUE(backing_->commit_allocation_range(ptr, bytes, 64, 0, bytes));
-  adapter().memory().fill(ptr, bytes, 0x88);
-  EXPECT_TRUE(holds(ptr, bytes, 0x88));
-  EXPECT_EQ(committed(ptr, bytes), bytes);
+  const ByteRange ranges[] = {{0, bytes}, {granule_, 2 * granule_}, {0, bytes}, {2 * granule_, 4 * granule_},
+                              {granule_, 2 * granule_}, {0, granule_}};
+  std::uint8_t pattern = 0x80;
+  for (const ByteRange& range : ranges) {
+    SCOPED_TRACE("bytes [" + std::to_string(range.begin) + ", " + std::to_string(range.end) + ")");
+    const std::size_t length = range.end - range.begin;
+    {
+      ORTMEM_CTS_PRECONDITION();
+      ASSERT_TRUE(backing_->decommit_allocation_range(ptr, bytes, 64, range.begin, length));
+    }
+    auto again = backing_->commit_allocation_range(ptr, bytes, 64, range.begin, length);
+    ASSERT_TRUE(again) << "a decommitted range could not be committed again: " << again.error().message();
+    adapter().memory().fill(at(ptr, range.begin), length, ++pattern);
+    EXPECT_TRUE(holds(at(ptr, range.begin), length, pattern));
+    EXPECT_EQ(committed(ptr, bytes), bytes);
+  }
 }
 
 TEST_P(VirtualBackingSuite, InvalidTargetsAreRefusedAndChangeNothing) {

@@ -7,7 +7,7 @@ compile, and certifying its adapter (host unless it names another) must exit 1 w
 mutant's must_fail requirements failing. Adapter mutants
 (adapters/mutants/manifest.json) are certified with ortmem-cts-mutants from the
 same scratch build and must fail exactly their must_fail requirements, as
-conformance/tests/check_mutant.py requires. The kill matrix maps every requirement to the mutants that
+conformance/tests/check_adapter.py requires of a mutant. The kill matrix maps every requirement to the mutants that
 made it fail.
 """
 import argparse
@@ -140,7 +140,7 @@ def main():
             if mutant in to_run:
                 code, failing, tested = certify(mutants_runner, mutant["name"], reports / "adapter.json")
             else:
-                # check_mutant.py already required exit 1 for this report.
+                # check_adapter.py mutant already required exit 1 for this report.
                 earlier = json.loads((previous / (mutant["name"].replace(":", "_") + ".json")).read_text())
                 code = 1
                 failing, tested = failures_of(earlier)

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "adapters/host/host_variant.hpp"
-#include "adapters/host/host_vmm_adapter.hpp"
+#include "forwarding_vmm.hpp"
 #include "mutant_allocator.hpp"
 #include "ortmem/capability.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
@@ -423,12 +423,9 @@ class RacyFreeList final : public MutantAllocator {
 
 // A Quarantined release names residual.address = ptr + unmapped_bytes (where it believes the retained bytes
 // begin) instead of the allocation's own address; state, reason, retained bytes and alignment are right.
-class ResidualAddressShifted final : public DeviceAllocator {
+class ResidualAddressShifted final : public ForwardingVmm {
  public:
-  explicit ResidualAddressShifted(std::shared_ptr<host::HostVirtualAllocator> inner) : inner_(std::move(inner)) {}
-  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
-    return inner_->allocate(bytes, align);
-  }
+  using ForwardingVmm::ForwardingVmm;
   AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
     auto outcome = inner_->release(ptr, bytes, align);
     if (!outcome.is_quarantined()) return outcome;
@@ -436,34 +433,6 @@ class ResidualAddressShifted final : public DeviceAllocator {
     residual.address = reinterpret_cast<std::uintptr_t>(ptr) + outcome.unmapped_bytes();
     return AllocationReleaseOutcome::quarantined(*outcome.accounting(), residual);
   }
-  void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override { (void)release(ptr, bytes, align); }
-  DeviceKey device() const noexcept override { return inner_->device(); }
-  bool commits_on_demand() const noexcept override { return inner_->commits_on_demand(); }
-  VirtualBacking* as_virtual_backing() noexcept override { return inner_->as_virtual_backing(); }
-  SharedMapping* as_shared_mapping() noexcept override { return inner_->as_shared_mapping(); }
-
- private:
-  std::shared_ptr<host::HostVirtualAllocator> inner_;
-};
-
-template <class Allocator>
-class VmmAllocatorMutant final : public RenamedHostAdapter {
- public:
-  using RenamedHostAdapter::RenamedHostAdapter;
-  cts::AdapterInfo info() const override {
-    auto info = RenamedHostAdapter::info();
-    info.capabilities.insert(
-        {cts::Capability::kVirtualBacking, cts::Capability::kSharedMapping, cts::Capability::kFaultInjection});
-    return info;
-  }
-  std::shared_ptr<DeviceAllocator> make_allocator() override {
-    return std::make_shared<Allocator>(*host::HostVirtualAllocator::create({.granularity = 0, .faults = plan_}));
-  }
-  cts::FaultInjection* faults() override { return &faults_; }
-
- private:
-  std::shared_ptr<host::SyscallFaults> plan_ = std::make_shared<host::SyscallFaults>();
-  SyscallFaultInjection faults_{plan_};
 };
 
 // ---- Pin plumbing: pins counted on the reference context, relabelled or tallied by the wrapper. ----
@@ -991,7 +960,7 @@ void register_hidden_mutant_adapters() {
   add<WithQueue<LossKeepsDeepPins>>("hidden:loss-keeps-deep-pins");
   // One field of an outcome or error lies.
   add<WithAllocator<LargeUnmappedOverreported>>("hidden:large-unmapped-overreported");
-  add<VmmAllocatorMutant<ResidualAddressShifted>>("hidden:residual-address-shifted");
+  add<VmmVariant<ResidualAddressShifted>>("hidden:residual-address-shifted");
   add<WithAllocator<HugeRequestSizeTruncated>>("hidden:huge-request-size-truncated");
   // Races that need real overlap between threads.
   add<WithAllocator<RacyFreeList>>("hidden:racy-free-list");

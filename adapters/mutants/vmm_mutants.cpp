@@ -5,8 +5,7 @@
 #include <mutex>
 #include <set>
 
-#include "adapters/host/host_variant.hpp"
-#include "adapters/host/host_vmm_adapter.hpp"
+#include "forwarding_vmm.hpp"
 #include "ortmem/capability.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/host/host_virtual_allocator.hpp"
@@ -14,70 +13,10 @@
 namespace ortmem::adapters::mutants {
 namespace {
 
-// Forwards everything to the reference; each mutant overrides one method.
-class VmmMutant : public DeviceAllocator, public VirtualBacking, public SharedMapping {
- public:
-  VmmMutant(std::shared_ptr<host::HostVirtualAllocator> inner, std::shared_ptr<host::SyscallFaults> plan)
-      : inner_(std::move(inner)), plan_(std::move(plan)) {}
-
-  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
-    return inner_->allocate(bytes, align);
-  }
-  AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
-    return inner_->release(ptr, bytes, align);
-  }
-  void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override { inner_->deallocate(ptr, bytes, align); }
-  DeviceKey device() const noexcept override { return inner_->device(); }
-  VirtualBacking* as_virtual_backing() noexcept override { return this; }
-  SharedMapping* as_shared_mapping() noexcept override { return this; }
-
-  Expected<void*, MemoryError> allocate_committed(std::size_t bytes, std::size_t align,
-                                                  std::span<const ByteRange> committed) noexcept override {
-    return inner_->allocate_committed(bytes, align, committed);
-  }
-  Expected<void, MemoryError> commit_allocation_range(void* ptr, std::size_t allocation_bytes, std::size_t align,
-                                                      std::size_t offset, std::size_t bytes) noexcept override {
-    return inner_->commit_allocation_range(ptr, allocation_bytes, align, offset, bytes);
-  }
-  Expected<std::uint64_t, MemoryError> decommit_allocation_range(void* ptr, std::size_t allocation_bytes,
-                                                                 std::size_t align, std::size_t offset,
-                                                                 std::size_t bytes) noexcept override {
-    return inner_->decommit_allocation_range(ptr, allocation_bytes, align, offset, bytes);
-  }
-  Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(std::size_t bytes,
-                                                                   std::size_t align) const noexcept override {
-    return inner_->mapped_bytes_for_allocation(bytes, align);
-  }
-  Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation_ranges(
-      std::span<const AllocationCommitRange> ranges) const noexcept override {
-    return inner_->mapped_bytes_for_allocation_ranges(ranges);
-  }
-  std::size_t allocation_committed_bytes(void* ptr, std::size_t allocation_bytes, std::size_t align) const noexcept override {
-    return inner_->allocation_committed_bytes(ptr, allocation_bytes, align);
-  }
-  Expected<std::unique_ptr<SharedDevicePrefix>, MemoryError> create_shared_prefix(std::size_t bytes) noexcept override {
-    return inner_->create_shared_prefix(bytes);
-  }
-  Expected<std::uint64_t, MemoryError> incremental_owned_bytes_for_shared_prefix(
-      const SharedDevicePrefix& prefix) const noexcept override {
-    return inner_->incremental_owned_bytes_for_shared_prefix(prefix);
-  }
-  Expected<SharedPrefixCommitInfo, MemoryError> commit_shared_prefix(const SharedDevicePrefix& prefix, void* ptr,
-                                                                     std::size_t allocation_bytes,
-                                                                     std::size_t byte_offset) noexcept override {
-    return inner_->commit_shared_prefix(prefix, ptr, allocation_bytes, byte_offset);
-  }
-
- protected:
-  [[nodiscard]] std::size_t granule() const { return inner_->granularity(); }
-  std::shared_ptr<host::HostVirtualAllocator> inner_;
-  std::shared_ptr<host::SyscallFaults> plan_;
-};
-
 // Commits the whole reservation whatever ranges were listed.
-class OverCommit final : public VmmMutant {
+class OverCommit final : public ForwardingVmm {
  public:
-  using VmmMutant::VmmMutant;
+  using ForwardingVmm::ForwardingVmm;
   Expected<void*, MemoryError> allocate_committed(std::size_t bytes, std::size_t align,
                                                   std::span<const ByteRange>) noexcept override {
     return inner_->allocate(bytes, align);
@@ -85,9 +24,9 @@ class OverCommit final : public VmmMutant {
 };
 
 // Reports success for commits it never makes.
-class CommitNoop final : public VmmMutant {
+class CommitNoop final : public ForwardingVmm {
  public:
-  using VmmMutant::VmmMutant;
+  using ForwardingVmm::ForwardingVmm;
   Expected<void, MemoryError> commit_allocation_range(void*, std::size_t, std::size_t, std::size_t,
                                                       std::size_t) noexcept override {
     return {};
@@ -95,9 +34,9 @@ class CommitNoop final : public VmmMutant {
 };
 
 // Reports one granule more than a decommit unmapped.
-class DecommitOverreports final : public VmmMutant {
+class DecommitOverreports final : public ForwardingVmm {
  public:
-  using VmmMutant::VmmMutant;
+  using ForwardingVmm::ForwardingVmm;
   Expected<std::uint64_t, MemoryError> decommit_allocation_range(void* ptr, std::size_t allocation_bytes,
                                                                  std::size_t align, std::size_t offset,
                                                                  std::size_t bytes) noexcept override {
@@ -110,9 +49,9 @@ class DecommitOverreports final : public VmmMutant {
 // Releases of more than four granules count a guard granule past the end
 // that was never mapped: Complete, the right allocation bytes, one granule too
 // many unmapped.
-class ReleaseOverreports final : public VmmMutant {
+class ReleaseOverreports final : public ForwardingVmm {
  public:
-  using VmmMutant::VmmMutant;
+  using ForwardingVmm::ForwardingVmm;
   AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
     auto outcome = inner_->release(ptr, bytes, align);
     if (!outcome.is_complete() || bytes <= 4 * granule()) return outcome;
@@ -121,9 +60,9 @@ class ReleaseOverreports final : public VmmMutant {
 };
 
 // Estimates the bytes asked for, not the granules a commit maps.
-class LowEstimate final : public VmmMutant {
+class LowEstimate final : public ForwardingVmm {
  public:
-  using VmmMutant::VmmMutant;
+  using ForwardingVmm::ForwardingVmm;
   Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(std::size_t bytes, std::size_t) const noexcept override {
     return bytes;
   }
@@ -136,9 +75,9 @@ class LowEstimate final : public VmmMutant {
 };
 
 // Committed bytes never go down.
-class StaleCommitted final : public VmmMutant {
+class StaleCommitted final : public ForwardingVmm {
  public:
-  using VmmMutant::VmmMutant;
+  using ForwardingVmm::ForwardingVmm;
   std::size_t allocation_committed_bytes(void* ptr, std::size_t allocation_bytes, std::size_t align) const noexcept override {
     const std::lock_guard lock(mutex_);
     auto& high = high_water_[ptr];
@@ -152,9 +91,9 @@ class StaleCommitted final : public VmmMutant {
 };
 
 // Refuses to commit a range again once it was decommitted.
-class NoRecommit final : public VmmMutant {
+class NoRecommit final : public ForwardingVmm {
  public:
-  using VmmMutant::VmmMutant;
+  using ForwardingVmm::ForwardingVmm;
   Expected<std::uint64_t, MemoryError> decommit_allocation_range(void* ptr, std::size_t allocation_bytes,
                                                                  std::size_t align, std::size_t offset,
                                                                  std::size_t bytes) noexcept override {
@@ -177,9 +116,9 @@ class NoRecommit final : public VmmMutant {
 };
 
 // Clamps out-of-range commits instead of refusing them.
-class ClampsRanges final : public VmmMutant {
+class ClampsRanges final : public ForwardingVmm {
  public:
-  using VmmMutant::VmmMutant;
+  using ForwardingVmm::ForwardingVmm;
   Expected<void, MemoryError> commit_allocation_range(void* ptr, std::size_t allocation_bytes, std::size_t align,
                                                       std::size_t offset, std::size_t bytes) noexcept override {
     if (offset >= allocation_bytes) return {};
@@ -189,9 +128,9 @@ class ClampsRanges final : public VmmMutant {
 };
 
 // Reports a failed decommit as done.
-class DishonestDecommit final : public VmmMutant {
+class DishonestDecommit final : public ForwardingVmm {
  public:
-  using VmmMutant::VmmMutant;
+  using ForwardingVmm::ForwardingVmm;
   Expected<std::uint64_t, MemoryError> decommit_allocation_range(void* ptr, std::size_t allocation_bytes,
                                                                  std::size_t align, std::size_t offset,
                                                                  std::size_t bytes) noexcept override {
@@ -228,9 +167,9 @@ const SharedDevicePrefix& unwrap(const SharedDevicePrefix& prefix) {
 }
 
 template <bool kMisreport, bool kScrub>
-class PrefixWrapping : public VmmMutant {
+class PrefixWrapping : public ForwardingVmm {
  public:
-  using VmmMutant::VmmMutant;
+  using ForwardingVmm::ForwardingVmm;
   Expected<std::unique_ptr<SharedDevicePrefix>, MemoryError> create_shared_prefix(std::size_t bytes) noexcept override {
     auto prefix = inner_->create_shared_prefix(bytes);
     if (!prefix) return prefix;
@@ -250,9 +189,9 @@ using MisreportedGeometry = PrefixWrapping<true, false>;  // requested_bytes rep
 using EarlyFree = PrefixWrapping<false, true>;            // dropping the handle scrubs the bytes
 
 // Prices any prefix, its own or not, at zero.
-class ForeignAtZero final : public VmmMutant {
+class ForeignAtZero final : public ForwardingVmm {
  public:
-  using VmmMutant::VmmMutant;
+  using ForwardingVmm::ForwardingVmm;
   Expected<std::uint64_t, MemoryError> incremental_owned_bytes_for_shared_prefix(
       const SharedDevicePrefix&) const noexcept override {
     return std::uint64_t{0};
@@ -260,9 +199,9 @@ class ForeignAtZero final : public VmmMutant {
 };
 
 // When a commit fails, maps the prefix anyway and still reports the failure.
-class PartialOnError final : public VmmMutant {
+class PartialOnError final : public ForwardingVmm {
  public:
-  using VmmMutant::VmmMutant;
+  using ForwardingVmm::ForwardingVmm;
   Expected<SharedPrefixCommitInfo, MemoryError> commit_shared_prefix(const SharedDevicePrefix& prefix, void* ptr,
                                                                      std::size_t allocation_bytes,
                                                                      std::size_t byte_offset) noexcept override {
@@ -275,9 +214,9 @@ class PartialOnError final : public VmmMutant {
 };
 
 // Charges every mapping the prefix's full size again.
-class ChargesMappings final : public VmmMutant {
+class ChargesMappings final : public ForwardingVmm {
  public:
-  using VmmMutant::VmmMutant;
+  using ForwardingVmm::ForwardingVmm;
   Expected<SharedPrefixCommitInfo, MemoryError> commit_shared_prefix(const SharedDevicePrefix& prefix, void* ptr,
                                                                      std::size_t allocation_bytes,
                                                                      std::size_t byte_offset) noexcept override {
@@ -288,9 +227,9 @@ class ChargesMappings final : public VmmMutant {
 };
 
 // Rounds an unaligned offset down instead of refusing it.
-class RoundsOffsets final : public VmmMutant {
+class RoundsOffsets final : public ForwardingVmm {
  public:
-  using VmmMutant::VmmMutant;
+  using ForwardingVmm::ForwardingVmm;
   Expected<SharedPrefixCommitInfo, MemoryError> commit_shared_prefix(const SharedDevicePrefix& prefix, void* ptr,
                                                                      std::size_t allocation_bytes,
                                                                      std::size_t byte_offset) noexcept override {
@@ -299,9 +238,9 @@ class RoundsOffsets final : public VmmMutant {
 };
 
 // Maps a fresh prefix of its own when handed a foreign one.
-class AdoptsForeign final : public VmmMutant {
+class AdoptsForeign final : public ForwardingVmm {
  public:
-  using VmmMutant::VmmMutant;
+  using ForwardingVmm::ForwardingVmm;
   Expected<SharedPrefixCommitInfo, MemoryError> commit_shared_prefix(const SharedDevicePrefix& prefix, void* ptr,
                                                                      std::size_t allocation_bytes,
                                                                      std::size_t byte_offset) noexcept override {
@@ -314,9 +253,9 @@ class AdoptsForeign final : public VmmMutant {
 };
 
 // Copies the prefix into private, writable memory instead of mapping it.
-class PrivateCopy final : public VmmMutant {
+class PrivateCopy final : public ForwardingVmm {
  public:
-  using VmmMutant::VmmMutant;
+  using ForwardingVmm::ForwardingVmm;
   Expected<SharedPrefixCommitInfo, MemoryError> commit_shared_prefix(const SharedDevicePrefix& prefix, void* ptr,
                                                                      std::size_t allocation_bytes,
                                                                      std::size_t byte_offset) noexcept override {
@@ -331,28 +270,8 @@ class PrivateCopy final : public VmmMutant {
 };
 
 template <class Mutant>
-class VmmMutantAdapter final : public RenamedHostAdapter {
- public:
-  using RenamedHostAdapter::RenamedHostAdapter;
-  cts::AdapterInfo info() const override {
-    auto info = RenamedHostAdapter::info();
-    info.capabilities.insert(
-        {cts::Capability::kVirtualBacking, cts::Capability::kSharedMapping, cts::Capability::kFaultInjection});
-    return info;
-  }
-  std::shared_ptr<DeviceAllocator> make_allocator() override {
-    return std::make_shared<Mutant>(*host::HostVirtualAllocator::create({.granularity = 0, .faults = plan_}), plan_);
-  }
-  cts::FaultInjection* faults() override { return &faults_; }
-
- private:
-  std::shared_ptr<host::SyscallFaults> plan_ = std::make_shared<host::SyscallFaults>();
-  SyscallFaultInjection faults_{plan_};
-};
-
-template <class Mutant>
 void add(const std::string& name) {
-  register_variant<VmmMutantAdapter<Mutant>>(name, kKnownBad);
+  register_variant<VmmVariant<Mutant>>(name, kKnownBad);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 // the address space); a failure shrinks to a minimal sequence, and the
 // report gives the seed and the command that replays it.
 // GoogleTest first: rapidcheck/gtest.h uses its macros.
+#include "ortmem/cts/model_check.hpp"
 #include "ortmem/cts/suite.hpp"
 
 #include <rapidcheck.h>
@@ -205,7 +206,7 @@ using AllocatorModel = AdapterSuite;
 TEST_P(AllocatorModel, EveryStepOfARandomSequenceMatchesTheModel) {
   covers("ALLOC-001", "ALLOC-003", "ALLOC-005", "ALLOC-006", "ALLOC-008", "ALLOC-009", "ALLOC-015", "ALLOC-017",
          "ALLOC-018", "ALLOC-019", "ALLOC-020", "ALLOC-021");
-  rc::detail::checkGTest([this] {
+  check_model([this] {
     System system(adapter());
     rc::state::check(Model{}, system,
                      rc::state::gen::execOneOfWithArgs<Allocate, Allocate, Allocate, Check, Release, Release,

@@ -81,6 +81,29 @@ TEST_P(DeferredProbe, ManyPendingRequestsSettledByDeviceLossLeaveTheContextFreeT
       << "a queue holding only residuals of " << pending << " settled requests kept its context";
 }
 
+// The other way requests settle without the allocator: the queue drains them
+// into a mechanism the registry has already declared device-lost, so each
+// settles as a device-lost residual, and the queue itself never saw a loss.
+TEST_P(DeferredProbe, RequestsDrainedIntoALostMechanismLeaveTheContextFreeToTearDown) {
+  covers("DQ-013");
+  auto target = queue();
+  target->record_use();
+  const std::size_t pending = std::min<std::size_t>(4, target->capacity().value_or(4));
+  for (std::size_t i = 0; i < pending; ++i) enqueue(*target);
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(harness_->registry.invalidate_device(adapter().info().device, "the kit declared the device lost"));
+    target->signal_fences();
+    (void)target->drain();
+    ASSERT_EQ(target->queue().pending(), 0U) << "requests whose fences had passed were still waiting after a drain";
+    ASSERT_EQ(releases(), 0U) << "a request ran through the allocator of a device-lost mechanism";
+  }
+  harness_->context->begin_retirement();
+  ORTMEM_CTS_CHECKING("DQ-013");
+  EXPECT_TRUE(harness_->context->teardown(std::chrono::steady_clock::now() + std::chrono::seconds(5)))
+      << "a queue holding only the residuals of " << pending << " requests settled at the device-lost gate kept its context";
+}
+
 TEST_P(DeferredProbe, ABatchOfThirtyTwoRunsInFifoOrder) {
   covers("DQ-002");
   auto target = queue();

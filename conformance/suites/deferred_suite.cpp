@@ -108,6 +108,35 @@ TEST_P(Deferred, ARefusedEnqueueHandsBackTheExactRequest) {
   EXPECT_TRUE(outcome.is_complete()) << "the handed-back request must still be executable: " << outcome.describe();
 }
 
+TEST_P(Deferred, AFullQueueHandsBackTheRequestItWasGivenNotAnother) {
+  covers("DQ-005");
+  auto bounded = adapter().make_queue(*harness_->context, {.capacity = 3});
+  const auto capacity = bounded->capacity();
+  if (!capacity) GTEST_SKIP() << std::string(kNotApplicable) << "the queue is unbounded, so it is never full";
+  bounded->record_use();
+  for (std::size_t i = 0; i < *capacity; ++i) {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(owner().release_deferred(bounded->queue())) << "enqueue " << i << " of " << *capacity;
+  }
+  // Several requests wait, so a queue could be tempted to make room.
+  auto prepared = owner().prepare_release();
+  ASSERT_TRUE(prepared);
+  const AllocationIdentity identity = prepared->identity();
+  auto pin = bounded->queue().pin_context();
+  ASSERT_TRUE(pin);
+  auto refused = bounded->queue().enqueue(std::move(*prepared), std::move(*pin));
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_FALSE(refused) << "a full queue accepted one request more than its capacity";
+  }
+  ORTMEM_CTS_CHECKING("DQ-005");
+  EXPECT_EQ(refused.error().request().identity(), identity) << "the full queue handed back another request";
+  bounded->signal_fences();
+  (void)bounded->drain();
+  auto request = std::move(refused.error()).take_request();
+  EXPECT_TRUE(std::move(request).execute().is_complete());
+}
+
 TEST_P(Deferred, DeviceLossTakesPrecedenceOverClosedAndFull) {
   covers("DQ-006");
   auto bounded = adapter().make_queue(*harness_->context, {.capacity = 1});

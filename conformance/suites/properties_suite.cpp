@@ -6,6 +6,7 @@
 // the command that reproduces it.
 // GoogleTest first: rapidcheck/gtest.h uses its macros.
 #include "ortmem/cts/registry_harness.hpp"
+#include "ortmem/cts/model_check.hpp"
 #include "ortmem/cts/suite.hpp"
 
 #include <rapidcheck.h>
@@ -25,7 +26,7 @@ class Property : public AdapterSuite {};
 
 TEST_P(Property, RandomAllocateReleaseSequencesKeepTheAllocatorContract) {
   covers("ALLOC-005", "ALLOC-006", "ALLOC-007", "ALLOC-015", "ALLOC-017");
-  rc::detail::checkGTest([this] {
+  check_model([this] {
     auto allocator = adapter().make_allocator();
     struct Block {
       void* ptr;
@@ -364,7 +365,7 @@ TEST_P(Property, TheBindingLifecycleMatchesItsModel) {
   covers("OWN-002", "OWN-003", "OWN-005", "OWN-008", "REL-008", "DQ-001", "DQ-002", "DQ-008", "TEAR-011",
          "TEAR-013", "TEAR-014");
   ORTMEM_CTS_REQUIRE(Capability::kDeferredQueue);
-  rc::detail::checkGTest([this] {
+  check_model([this] {
     LifecycleSut sut(adapter());
     ORTMEM_CTS_RC_PRECONDITION(sut.harness.ready());
     // Pins naming another context make every queued request unusable: PIN-001's failure.

@@ -79,10 +79,7 @@ class AdapterSuite : public ::testing::TestWithParam<std::string> {
 
   void TearDown() override {
     for (const auto& watched : watched_) {
-      if (const auto deviation = watched->deviation()) {
-        RecordProperty(std::string(kPreconditionProperty), *deviation);
-        return;
-      }
+      if (const auto deviation = watched->deviation()) stands_on_broken(*deviation);
     }
   }
 
@@ -102,11 +99,19 @@ class AdapterSuite : public ::testing::TestWithParam<std::string> {
   std::shared_ptr<CountingAllocator> watched_allocator() {
     return watch(std::make_shared<CountingAllocator>(adapter().make_allocator()));
   }
+  // The adapter broke `what`, which this whole test stands on: every failure
+  // of the test is then a precondition's. The first cause named is kept.
+  void stands_on_broken(const std::string& what) {
+    if (broken_) return;
+    broken_ = true;
+    RecordProperty(std::string(kPreconditionProperty), what);
+  }
 
  private:
   std::unique_ptr<Adapter> adapter_;
   AdapterInfo info_;
   std::vector<std::shared_ptr<CountingAllocator>> watched_;
+  bool broken_ = false;
 };
 
 // Instance names are the adapter names, with anything GoogleTest does not

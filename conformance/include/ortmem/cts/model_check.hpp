@@ -1,0 +1,51 @@
+// ortmem/cts/model_check.hpp: runs a model-based (RapidCheck) property as a
+// GoogleTest check, with its failure charged to the check that saw it.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+
+#include <sstream>
+#include <string>
+
+#include "ortmem/cts/suite.hpp"
+
+namespace ortmem::cts {
+
+// rc::detail::checkGTest, except for a failure that RapidCheck could not
+// reproduce when it ran its smallest case once more to print it (a race the
+// rerun missed, or a run after a rescue, which passes at once): that failure
+// is still charged to the check that saw it, by the words of the last run
+// that failed, instead of to every id of covers(). Every model-based suite
+// runs its properties through this.
+template <class Property>
+void check_model(const Property& property) {
+  std::string last_failure;
+  bool last_run_failed = false;
+  const auto recorded = [&] {
+    last_run_failed = true;
+    try {
+      property();
+    } catch (const rc::detail::CaseResult& result) {
+      if (result.type == rc::detail::CaseResult::Type::Failure) last_failure = result.description;
+      throw;
+    }
+    last_run_failed = false;
+  };
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  rc::detail::TestMetadata metadata;
+  metadata.id = std::string(test->test_suite_name()) + "/" + test->name();
+  metadata.description = test->name();
+  const auto result = rc::detail::checkTestable(recorded, metadata);
+  if (result.template is<rc::detail::SuccessResult>()) return;
+  std::ostringstream message;
+  rc::detail::printResultMessage(result, message);
+  const std::string printed = message.str();
+  const bool charged = printed.find(kChecksTag) != std::string::npos || printed.find(kPreconditionTag) != std::string::npos;
+  if (!charged && !last_run_failed && !last_failure.empty()) {
+    message << "\nThat case passed when run again; the last run that failed said:\n" << last_failure;
+  }
+  FAIL() << message.str() << std::endl;
+}
+
+}  // namespace ortmem::cts

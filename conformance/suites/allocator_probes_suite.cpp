@@ -209,6 +209,49 @@ TEST_P(AllocatorProbe, RequestsPastTheAddressSpaceAreRefusedNamingTheirExactSize
   }
 }
 
+// The process's mapped address space, in bytes (the first field of statm).
+std::size_t mapped_bytes_now() {
+  std::size_t pages = 0;
+  std::ifstream statm("/proc/self/statm");
+  statm >> pages;
+  return pages * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// ALLOC-017's unmapped_bytes are "bytes whose mapping went away". For host
+// memory the kernel keeps the books too: a release cannot have unmapped more
+// than the process's mapped address space shrank by across the call. Another
+// thread may map something in the same moment, so each size gets five tries
+// and one honest try is enough.
+TEST_P(AllocatorProbe, AReleaseClaimsNoMoreUnmappedBytesThanTheProcessLost) {
+  covers("ALLOC-017");
+  if (info().device.tier != Tier::kHost) {
+    GTEST_SKIP() << std::string(kNotApplicable) << "device memory is not in the process's address space";
+  }
+  for (const std::size_t bytes : {kMiB, 3 * kMiB + 5, 8 * kMiB}) {
+    for (const std::size_t align : {std::size_t{4096}, 2 * kMiB}) {
+      SCOPED_TRACE("release(" + std::to_string(bytes) + ", " + std::to_string(align) + ")");
+      std::size_t claimed = 0;
+      std::size_t lost = 0;
+      bool honest = false;
+      for (int attempt = 0; attempt < 5 && !honest; ++attempt) {
+        auto ptr = allocator_->allocate(bytes, align);
+        ORTMEM_CTS_PRECONDITION();
+        ASSERT_TRUE(ptr) << ptr.error().message();
+        adapter().memory().fill(*ptr, bytes, 0x3D);
+        const std::size_t before = mapped_bytes_now();
+        const auto outcome = allocator_->release(*ptr, bytes, align);
+        const std::size_t after = mapped_bytes_now();
+        ASSERT_TRUE(outcome.is_complete()) << outcome.describe();
+        claimed = outcome.unmapped_bytes();
+        lost = before > after ? before - after : 0;
+        honest = claimed <= lost;
+      }
+      EXPECT_TRUE(honest) << "the release claims " << claimed << " bytes unmapped, but the process's mapped address "
+                          << "space shrank by only " << lost;
+    }
+  }
+}
+
 // ALLOC-002's "unaltered", across sizes: the same cause (no address space
 // left) met by a request under 1 GiB and by one past any address space must
 // carry the backing's own words, so neither reason may be a cut-off copy of

@@ -50,6 +50,7 @@
 
 #include "adapters/host/host_variant.hpp"
 #include "adapters/host/host_vmm_adapter.hpp"
+#include "adapters/host/host_vmm_variant.hpp"
 #include "ortmem/capability.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/fault_plan.hpp"
@@ -577,84 +578,18 @@ class ZeroByteDistinct final : public DeviceAllocator {
 // fully committed by allocate(), so commit_shared_prefix always refuses the
 // target as already committed (SM-005). That is conformant; whether the kit can
 // exercise SM-003/004/007/008/009 without VB is the question this control asks.
-class ForwardingAllocator : public DeviceAllocator {
+class VirtualBackingOnly final : public ForwardingVmm {
  public:
-  explicit ForwardingAllocator(std::shared_ptr<host::HostVirtualAllocator> inner) : inner_(std::move(inner)) {}
-  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
-    return inner_->allocate(bytes, align);
-  }
-  AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
-    return inner_->release(ptr, bytes, align);
-  }
-  void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
-    inner_->deallocate(ptr, bytes, align);
-  }
-  DeviceKey device() const noexcept override { return inner_->device(); }
-
- protected:
-  std::shared_ptr<host::HostVirtualAllocator> inner_;
+  using ForwardingVmm::ForwardingVmm;
+  SharedMapping* as_shared_mapping() noexcept override { return nullptr; }
 };
 
-class VirtualBackingOnly final : public ForwardingAllocator, public VirtualBacking {
+class SharedMappingOnly final : public ForwardingVmm {
  public:
-  using ForwardingAllocator::ForwardingAllocator;
-  VirtualBacking* as_virtual_backing() noexcept override { return this; }
-  // as_shared_mapping() keeps the default: null, every time.
-
-  Expected<void*, MemoryError> allocate_committed(std::size_t bytes, std::size_t align,
-                                                  std::span<const ByteRange> committed) noexcept override {
-    return inner_->allocate_committed(bytes, align, committed);
-  }
-  Expected<void, MemoryError> commit_allocation_range(void* ptr, std::size_t allocation_bytes, std::size_t align,
-                                                      std::size_t offset, std::size_t bytes) noexcept override {
-    return inner_->commit_allocation_range(ptr, allocation_bytes, align, offset, bytes);
-  }
-  Expected<void, MemoryError> commit_allocation_ranges(std::span<const AllocationCommitRange> ranges) noexcept override {
-    return inner_->commit_allocation_ranges(ranges);
-  }
-  Expected<std::uint64_t, MemoryError> decommit_allocation_range(void* ptr, std::size_t allocation_bytes,
-                                                                 std::size_t align, std::size_t offset,
-                                                                 std::size_t bytes) noexcept override {
-    return inner_->decommit_allocation_range(ptr, allocation_bytes, align, offset, bytes);
-  }
-  Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(std::size_t bytes,
-                                                                   std::size_t align) const noexcept override {
-    return inner_->mapped_bytes_for_allocation(bytes, align);
-  }
-  Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation_ranges(
-      std::span<const AllocationCommitRange> ranges) const noexcept override {
-    return inner_->mapped_bytes_for_allocation_ranges(ranges);
-  }
-  std::size_t allocation_committed_bytes(void* ptr, std::size_t allocation_bytes,
-                                         std::size_t align) const noexcept override {
-    return inner_->allocation_committed_bytes(ptr, allocation_bytes, align);
-  }
+  using ForwardingVmm::ForwardingVmm;
+  VirtualBacking* as_virtual_backing() noexcept override { return nullptr; }
 };
 
-class SharedMappingOnly final : public ForwardingAllocator, public SharedMapping {
- public:
-  using ForwardingAllocator::ForwardingAllocator;
-  SharedMapping* as_shared_mapping() noexcept override { return this; }
-  // as_virtual_backing() keeps the default: null, every time.
-
-  Expected<std::unique_ptr<SharedDevicePrefix>, MemoryError> create_shared_prefix(
-      std::size_t bytes) noexcept override {
-    return inner_->create_shared_prefix(bytes);
-  }
-  Expected<std::uint64_t, MemoryError> incremental_owned_bytes_for_shared_prefix(
-      const SharedDevicePrefix& prefix) const noexcept override {
-    return inner_->incremental_owned_bytes_for_shared_prefix(prefix);
-  }
-  Expected<SharedPrefixCommitInfo, MemoryError> commit_shared_prefix(const SharedDevicePrefix& prefix, void* ptr,
-                                                                     std::size_t allocation_bytes,
-                                                                     std::size_t byte_offset) noexcept override {
-    return inner_->commit_shared_prefix(prefix, ptr, allocation_bytes, byte_offset);
-  }
-};
-
-// Fault injection through the reference's syscall plan, limited to the points
-// the exposed capability really has (arm answers false for the others, as the
-// adapter contract allows).
 // ---- 3. control:no-pin-count ----
 //
 // Choice: the context declines to count its pins: outstanding_pins() is

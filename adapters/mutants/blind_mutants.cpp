@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "adapters/host/host_variant.hpp"
-#include "forwarding_vmm.hpp"
-#include "adapters/host/host_vmm_adapter.hpp"
+#include "adapters/host/host_vmm_variant.hpp"
+#include "fifo_queue.hpp"
 #include "mutant_allocator.hpp"
 #include "ortmem/capability.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
@@ -1147,131 +1147,15 @@ class RetriedTeardownTrustsProgressContext final : public HostContext {
   std::optional<std::uint64_t> first_busy_;
 };
 
-// ==== Queue: a FIFO deferred release queue over a host stream, with hooks the mutants override. ====
-// Correct as written: fences recorded at enqueue, FIFO execution outside the
-// bookkeeping lock, exact pending(), capacity, device-lost/closed/full
-// precedence, device loss settled without the allocator, each pin released
-// only after its request settled.
-
-class BlindQueue : public QueueUnderTest, public DeferredReleaseQueue {
- public:
-  BlindQueue(std::shared_ptr<ProviderContextPinSource> context, QueueOptions options)
-      : context_(std::move(context)), identity_(context_->context()), capacity_(options.capacity) {}
-  ~BlindQueue() override = default;  // what is still pending abandons itself (quarantine), frees nothing
-  BlindQueue(const BlindQueue&) = delete;
-  BlindQueue& operator=(const BlindQueue&) = delete;
-
-  // QueueUnderTest.
-  DeferredReleaseQueue& queue() override { return *this; }
-  void record_use() override { (void)stream_.submit(); }
-  void signal_fences() override { stream_.complete_all(); }
-  std::size_t drain() override {
-    const std::unique_lock executing(execute_mutex_, std::try_to_lock);
-    if (!executing.owns_lock()) return 0;  // another drain is executing: never reorder, never wait
-    std::vector<Entry> batch;
-    {
-      const std::lock_guard lock(mutex_);
-      const std::size_t ready = std::min(ready_locked(stream_.completed()), entries_.size());
-      try {
-        batch.reserve(ready);
-      } catch (const std::bad_alloc&) {
-        return 0;
-      }
-      for (std::size_t i = 0; i < ready; ++i) {
-        batch.push_back(std::move(entries_.front()));
-        entries_.pop_front();
-      }
-    }
-    for (Entry& entry : batch) {
-      const auto outcome = std::move(entry.request).execute();
-      settled(entry, outcome);
-    }
-    return batch.size();
-  }
-  void close() override {
-    const std::lock_guard lock(mutex_);
-    closed_ = true;
-  }
-  void mark_device_lost() override {
-    std::deque<Entry> lost;
-    {
-      const std::lock_guard lock(mutex_);
-      note_device_lost_locked();
-      lost.swap(entries_);
-    }
-    for (Entry& entry : lost) (void)std::move(entry.request).quarantine_device_lost();
-  }
-  std::optional<std::size_t> capacity() const override { return capacity_; }
-
-  // DeferredReleaseQueue.
-  Expected<ProviderContextPin, ProviderContextPinError> pin_context() noexcept override { return context_->pin(); }
-  Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(PreparedAllocationRelease&& request,
-                                                           ProviderContextPin pin) noexcept override {
-    const bool foreign =
-        !pin.holds_claim() || pin.context() != identity_ || request.provider_context() != identity_;
-    {
-      const std::lock_guard lock(mutex_);
-      std::optional<DeferredEnqueueRejection> rejection = rejection_locked(entries_.size());
-      if (!rejection && foreign) rejection = DeferredEnqueueRejection::kRefused;
-      if (rejection) return fail(DeferredEnqueueError(*rejection, std::move(request)));
-      Entry entry{stream_.submitted(), std::move(request), std::move(pin)};
-      accepting_locked(entry);
-      try {
-        entries_.push_back(std::move(entry));
-      } catch (const std::bad_alloc&) {
-        return fail(DeferredEnqueueError(DeferredEnqueueRejection::kRefused, std::move(entry.request)));
-      }
-    }
-    return DeferredEnqueued{};
-  }
-  std::size_t pending() const noexcept override {
-    const std::lock_guard lock(mutex_);
-    return entries_.size();
-  }
-
- protected:
-  struct Entry {
-    std::uint64_t fence;
-    PreparedAllocationRelease request;
-    ProviderContextPin pin;  // released after the request settles
-  };
-
-  // Hooks; the *_locked ones are called with mutex_ held.
-  // How many entries at the head may execute now.
-  [[nodiscard]] virtual std::size_t ready_locked(std::uint64_t completed) const {
-    std::size_t ready = 0;
-    while (ready < entries_.size() && entries_[ready].fence <= completed) ++ready;
-    return ready;
-  }
-  [[nodiscard]] virtual std::optional<DeferredEnqueueRejection> rejection_locked(std::size_t pending) const {
-    return first_rejection(device_lost_, closed_, pending, capacity_);
-  }
-  virtual void note_device_lost_locked() { device_lost_ = true; }
-  // An entry about to be stored.
-  virtual void accepting_locked(Entry&) {}
-  // An entry whose request has just settled with `outcome` (called without mutex_).
-  virtual void settled(Entry& entry, const AllocationReleaseOutcome&) { entry.pin.reset(); }
-
-  const std::shared_ptr<ProviderContextPinSource> context_;
-  const ProviderContextIdentity identity_;
-  const std::optional<std::size_t> capacity_;
-  host::HostStream stream_;
-  mutable std::mutex mutex_;  // bookkeeping only, never held while a request executes
-  std::mutex execute_mutex_;  // one drain executes at a time
-  std::deque<Entry> entries_;
-  bool closed_ = false;
-  bool device_lost_ = false;
-};
-
-// ---- Queue mutants. ----
+// ==== Queue mutants (fifo_queue.hpp). ====
 
 // DQ-001. A drain looks only at the HEAD's fence: when the oldest pending request's fence has passed, the whole
 // queue runs, including requests enqueued after work that was submitted later and is still unsignalled (for
 // example: enqueue, signal_fences, record_use, enqueue, drain runs both). With a single request, or when the
 // head's fence has not passed, it behaves.
-class HeadFenceReleasesAll final : public BlindQueue {
+class HeadFenceReleasesAll final : public FifoQueue {
  public:
-  using BlindQueue::BlindQueue;
+  using FifoQueue::FifoQueue;
 
  protected:
   std::size_t ready_locked(std::uint64_t completed) const override {
@@ -1283,9 +1167,9 @@ class HeadFenceReleasesAll final : public BlindQueue {
 // waits for that fence (up to its 100 ms spin limit) before queueing, so enqueue blocks on device work. With
 // fewer than 8 pending, or a head that is ready, enqueue returns at once; and it waits at most once for any
 // one head fence (so a long fill of an unsignalled queue costs one wait per head, not one per request).
-class DeepEnqueueWaitsForHead final : public BlindQueue {
+class DeepEnqueueWaitsForHead final : public FifoQueue {
  public:
-  using BlindQueue::BlindQueue;
+  using FifoQueue::FifoQueue;
   Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(PreparedAllocationRelease&& request,
                                                            ProviderContextPin pin) noexcept override {
     std::optional<std::uint64_t> head;
@@ -1302,7 +1186,7 @@ class DeepEnqueueWaitsForHead final : public BlindQueue {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     }
-    return BlindQueue::enqueue(std::move(request), std::move(pin));
+    return FifoQueue::enqueue(std::move(request), std::move(pin));
   }
 
  private:
@@ -1314,9 +1198,9 @@ class DeepEnqueueWaitsForHead final : public BlindQueue {
 // requests makes room for the newcomer ("keep the freshest work"): it queues the new request and hands back
 // the OLDEST pending request in the full rejection instead of the request it was given. With a capacity of 1,
 // and for every other rejection, the exact request is handed back.
-class FullQueueHandsBackOldest final : public BlindQueue {
+class FullQueueHandsBackOldest final : public FifoQueue {
  public:
-  using BlindQueue::BlindQueue;
+  using FifoQueue::FifoQueue;
   Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(PreparedAllocationRelease&& request,
                                                            ProviderContextPin pin) noexcept override {
     const bool foreign =
@@ -1339,7 +1223,7 @@ class FullQueueHandsBackOldest final : public BlindQueue {
       }
     }
     if (oldest) return fail(DeferredEnqueueError(DeferredEnqueueRejection::kFull, std::move(oldest->request)));
-    return BlindQueue::enqueue(std::move(request), std::move(pin));
+    return FifoQueue::enqueue(std::move(request), std::move(pin));
   }
 };
 
@@ -1347,9 +1231,9 @@ class FullQueueHandsBackOldest final : public BlindQueue {
 // device-lost, but does not record the loss for rejections ("a closed queue ignores later events"): from then
 // on enqueue answers closed where device-lost must win. Loss before close, and loss of an open queue, are
 // reported device-lost.
-class ClosedHidesLaterLoss final : public BlindQueue {
+class ClosedHidesLaterLoss final : public FifoQueue {
  public:
-  using BlindQueue::BlindQueue;
+  using FifoQueue::FifoQueue;
 
  protected:
   void note_device_lost_locked() override {
@@ -1361,9 +1245,9 @@ class ClosedHidesLaterLoss final : public BlindQueue {
 // request's context pin at once instead of keeping it until the request settles, so until the next drain the
 // request sits in the queue unpinned and the context's teardown can complete under it. Requests whose
 // fence is still pending keep their pin.
-class ReadyEnqueueDropsPin final : public BlindQueue {
+class ReadyEnqueueDropsPin final : public FifoQueue {
  public:
-  using BlindQueue::BlindQueue;
+  using FifoQueue::FifoQueue;
 
  protected:
   void accepting_locked(Entry& entry) override {
@@ -1375,9 +1259,9 @@ class ReadyEnqueueDropsPin final : public BlindQueue {
 // quarantine, a refused release) parks its context pin in a residual list "for diagnostics", kept until the
 // queue is destroyed, so a queue holding only settled residuals keeps its context from being torn down.
 // Requests that settle Complete, and requests settled by mark_device_lost(), release their pins.
-class DrainedResidualKeepsPin final : public BlindQueue {
+class DrainedResidualKeepsPin final : public FifoQueue {
  public:
-  using BlindQueue::BlindQueue;
+  using FifoQueue::FifoQueue;
 
  protected:
   void settled(Entry& entry, const AllocationReleaseOutcome& outcome) override {

@@ -35,7 +35,8 @@
 #include <vector>
 
 #include "adapters/host/host_variant.hpp"
-#include "forwarding_vmm.hpp"
+#include "adapters/host/host_vmm_variant.hpp"
+#include "fifo_queue.hpp"
 #include "mutant_allocator.hpp"
 #include "ortmem/capability.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
@@ -642,113 +643,7 @@ class OpaqueSelfHeldTeardownContext final : public HostContext {
   std::shared_ptr<WrappingPinSource> source_;
 };
 
-// ---- Queue: a FIFO deferred release queue over a host stream, with hooks the mutants override. ----
-// Correct as written: fences recorded at enqueue, FIFO execution outside the
-// bookkeeping lock, exact pending(), capacity, device-lost/closed/full
-// precedence, device loss settled without the allocator.
-
-class FifoQueue : public QueueUnderTest, public DeferredReleaseQueue {
- public:
-  FifoQueue(std::shared_ptr<ProviderContextPinSource> context, QueueOptions options)
-      : context_(std::move(context)), identity_(context_->context()), capacity_(options.capacity) {}
-  ~FifoQueue() override = default;  // what is still pending abandons itself (quarantine), frees nothing
-  FifoQueue(const FifoQueue&) = delete;
-  FifoQueue& operator=(const FifoQueue&) = delete;
-
-  // QueueUnderTest.
-  DeferredReleaseQueue& queue() override { return *this; }
-  void record_use() override { (void)stream_.submit(); }
-  void signal_fences() override { stream_.complete_all(); }
-  std::size_t drain() override {
-    const std::unique_lock executing(execute_mutex_, std::try_to_lock);
-    if (!executing.owns_lock()) return 0;  // another drain is executing: never reorder, never wait
-    std::vector<Entry> batch;
-    {
-      const std::lock_guard lock(mutex_);
-      if (!may_drain_locked()) return 0;
-      const std::uint64_t completed = stream_.completed();
-      batch.reserve(entries_.size());
-      while (!entries_.empty() && entries_.front().fence <= completed) {
-        batch.push_back(std::move(entries_.front()));
-        entries_.pop_front();
-      }
-      if (!batch.empty() && entries_.empty()) on_emptied_locked();
-    }
-    order_batch(batch);
-    for (Entry& entry : batch) {
-      (void)std::move(entry.request).execute();
-      entry.pin.reset();  // only after the request settled
-    }
-    return batch.size();
-  }
-  void close() override {
-    const std::lock_guard lock(mutex_);
-    closed_ = true;
-  }
-  void mark_device_lost() override {
-    std::deque<Entry> lost;
-    {
-      const std::lock_guard lock(mutex_);
-      device_lost_ = true;
-      lost.swap(entries_);
-    }
-    for (Entry& entry : lost) (void)std::move(entry.request).quarantine_device_lost();
-  }
-  std::optional<std::size_t> capacity() const override { return capacity_; }
-
-  // DeferredReleaseQueue.
-  Expected<ProviderContextPin, ProviderContextPinError> pin_context() noexcept override { return context_->pin(); }
-  Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(PreparedAllocationRelease&& request,
-                                                           ProviderContextPin pin) noexcept override {
-    const bool foreign =
-        !pin.holds_claim() || pin.context() != identity_ || request.provider_context() != identity_;
-    {
-      const std::lock_guard lock(mutex_);
-      std::optional<DeferredEnqueueRejection> rejection = rejection_locked(entries_.size());
-      if (!rejection && foreign) rejection = DeferredEnqueueRejection::kRefused;
-      if (rejection) return fail(DeferredEnqueueError(*rejection, std::move(request)));
-      Entry entry{fence_locked(), std::move(request), std::move(pin)};
-      try {
-        entries_.push_back(std::move(entry));
-      } catch (const std::bad_alloc&) {
-        return fail(DeferredEnqueueError(DeferredEnqueueRejection::kRefused, std::move(entry.request)));
-      }
-    }
-    return DeferredEnqueued{};
-  }
-  std::size_t pending() const noexcept override {
-    const std::lock_guard lock(mutex_);
-    return entries_.size();
-  }
-
- protected:
-  struct Entry {
-    std::uint64_t fence;
-    PreparedAllocationRelease request;
-    ProviderContextPin pin;  // released after the request settles
-  };
-
-  // Hooks, all called with mutex_ held except order_batch.
-  [[nodiscard]] virtual std::optional<DeferredEnqueueRejection> rejection_locked(std::size_t pending) const {
-    return first_rejection(device_lost_, closed_, pending, capacity_);
-  }
-  [[nodiscard]] virtual std::uint64_t fence_locked() { return stream_.submitted(); }
-  [[nodiscard]] virtual bool may_drain_locked() const { return true; }
-  virtual void on_emptied_locked() {}
-  virtual void order_batch(std::vector<Entry>&) {}
-
-  const std::shared_ptr<ProviderContextPinSource> context_;
-  const ProviderContextIdentity identity_;
-  const std::optional<std::size_t> capacity_;
-  host::HostStream stream_;
-  mutable std::mutex mutex_;  // bookkeeping only, never held while a request executes
-  std::mutex execute_mutex_;  // one drain executes at a time
-  std::deque<Entry> entries_;
-  bool closed_ = false;
-  bool device_lost_ = false;
-};
-
-// ---- Queue mutants: between two protocol steps. ----
+// ---- Queue mutants (fifo_queue.hpp): between two protocol steps. ----
 
 // After a drain has emptied the queue, the next enqueue skips recording a fence ("the stream is idle"), so that
 // request runs on the next drain even though work was submitted after the refill and never signalled.
@@ -815,7 +710,9 @@ class CloseStrandsPending final : public FifoQueue {
   using FifoQueue::FifoQueue;
 
  protected:
-  bool may_drain_locked() const override { return !closed_; }
+  std::size_t ready_locked(std::uint64_t completed) const override {
+    return closed_ ? 0 : FifoQueue::ready_locked(completed);
+  }
 };
 
 // A drain with more than 8 ready requests executes the overflow beyond the first 8 before the first 8 (the

@@ -35,6 +35,7 @@
 #include "ortmem/cts/registry_harness.hpp"
 #include "ortmem/cts/model_check.hpp"
 #include "ortmem/cts/suite.hpp"
+#include "ortmem/cts/watchdog.hpp"
 
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
@@ -72,65 +73,6 @@ constexpr int kTeardownRetries = 3;
 constexpr double kLength = 3.0;
 // An enqueue with device work in flight that takes this long has waited for it.
 constexpr auto kSlowEnqueue = std::chrono::milliseconds(50);
-
-// Runs calls that must return by themselves, and rescues one that does not:
-// once it has run for kStuck, `rescue` runs (on the watchdog's thread, again
-// every kPatrol while the call is still stuck) to let it return, so the test
-// can charge the rule the call broke instead of hanging, which would charge
-// every requirement the test covers.
-class Watchdog {
- public:
-  Watchdog() : thread_([this] { patrol(); }) {}
-  ~Watchdog() {
-    {
-      const std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
-  Watchdog(const Watchdog&) = delete;
-  Watchdog& operator=(const Watchdog&) = delete;
-
-  // Runs `call`; false when it needed `rescue` to return.
-  template <class Call>
-  bool unaided(const std::function<void()>& rescue, Call&& call) {
-    {
-      const std::lock_guard lock(mutex_);
-      rescue_ = &rescue;
-      since_ = Clock::now();
-      rescued_ = false;
-    }
-    std::forward<Call>(call)();
-    // Taken after the call, so a rescue still running has finished.
-    const std::lock_guard lock(mutex_);
-    rescue_ = nullptr;
-    return !rescued_;
-  }
-
- private:
-  static constexpr auto kStuck = std::chrono::milliseconds(500);
-  static constexpr auto kPatrol = std::chrono::milliseconds(20);
-
-  void patrol() {
-    std::unique_lock lock(mutex_);
-    while (!stop_) {
-      wake_.wait_for(lock, kPatrol);
-      if (rescue_ != nullptr && Clock::now() - since_ > kStuck) {
-        rescued_ = true;
-        (*rescue_)();
-      }
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  const std::function<void()>* rescue_ = nullptr;
-  Clock::time_point since_;
-  bool rescued_ = false;
-  bool stop_ = false;
-  std::thread thread_;
-};
 
 // Unbounded (-1), the smallest bounds a sequence fills, drains and refills
 // over and over, and bounds above a batch of eight. Drawn as a number so that

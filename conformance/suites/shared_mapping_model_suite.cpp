@@ -22,6 +22,7 @@
 // committed by allocate(), so every placement is refused (SM-005) and the
 // sequence checks refusals, prefixes and their lifetime only.
 // GoogleTest first: rapidcheck/gtest.h uses its macros.
+#include "ortmem/cts/byte_runs.hpp"
 #include "ortmem/cts/model_check.hpp"
 #include "ortmem/cts/suite.hpp"
 
@@ -53,43 +54,6 @@ constexpr std::size_t kTargetBudget = 160 * kMiB;
 constexpr std::size_t kPrefixBudget = 64 * kMiB;
 constexpr std::size_t kMaxTargetGranules = 6;
 
-// Disjoint byte runs [begin, end), each with the value last written there.
-class Runs {
- public:
-  struct Run {
-    std::size_t end;
-    std::uint8_t value;
-  };
-
-  void assign(std::size_t begin, std::size_t end, std::uint8_t value) {
-    if (begin >= end) return;
-    auto it = runs_.upper_bound(begin);
-    if (it != runs_.begin() && std::prev(it)->second.end > begin) --it;
-    while (it != runs_.end() && it->first < end) {
-      const std::size_t first = it->first;
-      const Run run = it->second;
-      it = runs_.erase(it);
-      if (first < begin) runs_.emplace(first, Run{begin, run.value});
-      if (run.end > end) {
-        runs_.emplace(end, Run{run.end, run.value});
-        break;
-      }
-    }
-    runs_.emplace(begin, Run{end, value});
-  }
-  template <class F>
-  void each(F f) const {
-    for (const auto& [begin, run] : runs_) f(begin, run.end, run.value);
-  }
-
- private:
-  std::map<std::size_t, Run> runs_;
-};
-
-// A distinct non-zero value per write, so neither fresh memory nor an older
-// write can pass for it.
-std::uint8_t value_of(unsigned write) { return static_cast<std::uint8_t>(1 + write % 251); }
-
 constexpr int kFree = -1;
 constexpr int kPrivate = -2;
 
@@ -105,7 +69,7 @@ struct Prefix {
   std::size_t requested = 0;
   std::size_t mapped = 0;
   bool handle = true;  // the handle is alive (only it can write, or be mapped again)
-  Runs content;        // [0, requested)
+  ByteRuns content;        // [0, requested)
   std::set<int> mappings;
 };
 

@@ -1,8 +1,10 @@
-// adapters/mutants/forwarding_vmm.hpp: the host virtual-memory reference as
-// a base for known-bad allocators, and the host-vmm adapter around one.
+// adapters/host/host_vmm_variant.hpp: the host virtual-memory reference as a
+// base for allocators that change one thing about it, and the host-vmm
+// adapter around one.
 //
 // A known-bad virtual-backing or shared-mapping allocator overrides the one
-// method it breaks; everything else reaches one HostVirtualAllocator.
+// method it breaks, a known-good control the one choice it takes; everything
+// else reaches one HostVirtualAllocator.
 #pragma once
 
 #include <memory>
@@ -10,10 +12,11 @@
 
 #include "adapters/host/host_variant.hpp"
 #include "adapters/host/host_vmm_adapter.hpp"
+#include "ortmem/cts/adapter.hpp"
 #include "ortmem/capability.hpp"
 #include "ortmem/host/host_virtual_allocator.hpp"
 
-namespace ortmem::adapters::mutants {
+namespace ortmem::adapters {
 
 // The host-vmm adapter (page granules, fault injection) with `Allocator` wrapped around each
 // HostVirtualAllocator it makes.
@@ -112,4 +115,4 @@ class ForwardingVmm : public DeviceAllocator, public VirtualBacking, public Shar
   std::shared_ptr<host::SyscallFaults> plan_;
 };
 
-}  // namespace ortmem::adapters::mutants
+}  // namespace ortmem::adapters

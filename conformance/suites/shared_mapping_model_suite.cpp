@@ -151,14 +151,6 @@ void add_mapping(Model& model, int prefix, int target, std::size_t offset) {
   for (std::size_t g = first; g < first + model.prefixes.at(prefix).mapped / model.granule; ++g) t.granules[g] = id;
 }
 
-// Fails, charged to `ids`, unless `seen` is `expected`; the message gives both.
-void expect_equal(const char* ids, const char* what, std::uint64_t seen, std::uint64_t expected) {
-  if (seen != expected) {
-    RC_FAIL(std::string(kChecksTag) + ids + "] " + what + ": " + std::to_string(seen) + ", the model says " +
-            std::to_string(expected));
-  }
-}
-
 struct System {
   explicit System(Adapter& under_test)
       : adapter(under_test),

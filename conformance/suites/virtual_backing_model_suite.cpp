@@ -88,14 +88,6 @@ struct Model {
   [[nodiscard]] std::size_t committed_bytes(int id) const { return committed_bytes(live.at(id)); }
 };
 
-// Fails, charged to `ids`, unless `seen` is `expected`; the message gives both.
-void expect_equal(const char* ids, const char* what, std::uint64_t seen, std::uint64_t expected) {
-  if (seen != expected) {
-    RC_FAIL(std::string(kChecksTag) + ids + "] " + what + ": " + std::to_string(seen) + ", the model says " +
-            std::to_string(expected));
-  }
-}
-
 struct System {
   explicit System(Adapter& under_test)
       : adapter(under_test), allocator(under_test.make_allocator()), backing(allocator->as_virtual_backing()) {}

@@ -5,12 +5,22 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include <cstdint>
 #include <sstream>
 #include <string>
 
 #include "ortmem/cts/suite.hpp"
 
 namespace ortmem::cts {
+
+// In a model's command: fails, charged to `ids` (space-separated requirement
+// ids), unless `seen` is what the model `expected`; the message gives both.
+inline void expect_equal(const char* ids, const char* what, std::uint64_t seen, std::uint64_t expected) {
+  if (seen != expected) {
+    RC_FAIL(std::string(kChecksTag) + ids + "] " + what + ": " + std::to_string(seen) + ", the model says " +
+            std::to_string(expected));
+  }
+}
 
 // rc::detail::checkGTest, except for a failure that RapidCheck could not
 // reproduce when it ran its smallest case once more to print it (a race the

@@ -163,20 +163,30 @@ TEST_P(Owning, RacingReleasesFreeEachAllocationExactlyOnce) {
   covers("REL-014", "LOCK-005");
   constexpr int kAllocations = 64;
   constexpr int kThreads = 4;
-  std::vector<BoundAllocation> allocations;
-  for (int i = 0; i < kAllocations; ++i) allocations.push_back(*binding().allocate(32, 16));
-  std::atomic<int> succeeded{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&] {
-      for (const BoundAllocation& allocation : allocations) {
-        if (binding().release(allocation)) ++succeeded;
-      }
-    });
+  constexpr int kRounds = 8;
+  // Rounds of threads released together by a start barrier: without it the
+  // first thread can finish before the next starts, and nothing races.
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<BoundAllocation> allocations;
+    for (int i = 0; i < kAllocations; ++i) allocations.push_back(*binding().allocate(32, 16));
+    const std::size_t released_before = releases();
+    std::atomic<int> succeeded{0};
+    std::atomic<int> ready{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&] {
+        ready.fetch_add(1);
+        while (ready.load() < kThreads) std::this_thread::yield();
+        for (const BoundAllocation& allocation : allocations) {
+          if (binding().release(allocation)) ++succeeded;
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    EXPECT_EQ(succeeded.load(), kAllocations) << "round " << round;
+    EXPECT_EQ(releases() - released_before, static_cast<std::size_t>(kAllocations))
+        << "round " << round << ": an allocation was released twice";
   }
-  for (auto& thread : threads) thread.join();
-  EXPECT_EQ(succeeded.load(), kAllocations);
-  EXPECT_EQ(releases(), static_cast<std::size_t>(kAllocations)) << "an allocation was released twice";
   EXPECT_FALSE(harness_->snapshot().retains_ownership());
 }
 

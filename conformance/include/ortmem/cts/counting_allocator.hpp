@@ -10,13 +10,14 @@
 // release of a live allocation with its own size that is not Complete for
 // exactly those bytes): a registry test that fails after such an answer
 // failed on a precondition, and the ALLOC tests judge the allocator. A
-// release the caller got wrong (an address it already released, a wrong
-// size) is not noted: that is the registry's bug, and its tests must charge
+// release the caller got wrong (an address it already released or is
+// releasing on another thread, a wrong size) is not noted: that is the registry's bug, and its tests must charge
 // it. Nor is a Quarantined release: fault injection produces it on purpose.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,27 +38,43 @@ class CountingAllocator final : public DeviceAllocator {
     auto ptr = inner_->allocate(bytes, align);
     if (ptr) {
       const std::lock_guard lock(order_mutex_);
-      live_[*ptr] = bytes;
+      live_[*ptr] = Live{bytes, ++serial_, 0};
     }
     if (!ptr) note("refused allocate(" + std::to_string(bytes) + ", " + std::to_string(align) + "): " + ptr.error().message());
     return ptr;
   }
   AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
     release_calls.fetch_add(1, std::memory_order_relaxed);
+    std::optional<std::uint64_t> serial;  // of the allocation this call names, if live
     bool well_formed = false;
     {
       const std::lock_guard lock(order_mutex_);
       release_order_.push_back(ptr);
-      const auto found = live_.find(ptr);
-      well_formed = found != live_.end() && found->second == bytes;
+      if (const auto found = live_.find(ptr); found != live_.end()) {
+        ++found->second.releases_in_flight;
+        serial = found->second.serial;
+        well_formed = found->second.bytes == bytes;
+      }
     }
     auto outcome = inner_->release(ptr, bytes, align);
-    if (!outcome.is_failed()) {
+    // A release the caller doubled is its bug, whichever of the two reached
+    // the allocator first: racing releases of one address (what REL-014
+    // charges) reach it in any order, so the one the allocator refuses may
+    // be the one that found the record first. So a failure is the
+    // allocator's only when no other release of the same allocation was in
+    // flight or ended it meanwhile.
+    bool alone = false;
+    {
       const std::lock_guard lock(order_mutex_);
-      live_.erase(ptr);
+      const auto found = live_.find(ptr);
+      if (serial && found != live_.end() && found->second.serial == *serial) {
+        alone = found->second.releases_in_flight == 1;
+        if (outcome.is_failed()) --found->second.releases_in_flight;  // changed nothing
+        else live_.erase(found);
+      }
     }
     const bool exact = outcome.is_complete() && outcome.accounting()->allocation_bytes == bytes;
-    if (well_formed && !exact && !outcome.is_quarantined()) {
+    if (well_formed && alone && !exact && !outcome.is_quarantined()) {
       note("answered release(" + std::to_string(bytes) + " bytes) of a live allocation with " + outcome.describe());
     }
     return outcome;
@@ -101,7 +118,13 @@ class CountingAllocator final : public DeviceAllocator {
   mutable std::mutex order_mutex_;
   std::vector<void*> release_order_;
   std::optional<std::string> deviation_;
-  std::unordered_map<void*, std::size_t> live_;  // what allocate handed out, by address
+  struct Live {
+    std::size_t bytes;
+    std::uint64_t serial;  // tells a reissued address from the allocation it replaced
+    int releases_in_flight;
+  };
+  std::uint64_t serial_ = 0;
+  std::unordered_map<void*, Live> live_;  // what allocate handed out, by address
 };
 
 }  // namespace ortmem::cts

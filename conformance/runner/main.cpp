@@ -1,7 +1,8 @@
 // ortmem-cts: the conformance runner.
 //
-//   ortmem-cts list adapters|requirements|tests [--adapter NAME]
-//   ortmem-cts run --adapter NAME [--profile core,pins,...] [--filter GLOB] [--shard I/N]
+//   ortmem-cts list adapters|requirements|tests [--adapter NAME] [--plugin PATH.so]
+//   ortmem-cts run --adapter NAME|PATH.so[#MECHANISM] [--abi-minor 0|1]
+//                  [--profile core,pins,...] [--filter GLOB] [--shard I/N]
 //                  [--seed N] [--model-runs N] [--model-length N]
 //                  [--report FILE|-] [--isolate group|test|none] [--jobs N]
 //                  [--timeout SECONDS] [--quiet]
@@ -25,6 +26,8 @@
 #include <sstream>
 #include <thread>
 
+#include "adapters/plugin/plugin_adapter.hpp"
+#include "adapters/plugin/plugin_allocator.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/cts/spec_catalog.hpp"
 #include "inherited_settings.hpp"
@@ -53,6 +56,40 @@ int list_adapters() {
               << (availability.available ? "" : "  unavailable: " + availability.reason) << '\n';
   }
   return kExitConformant;
+}
+
+// The mechanisms of one plugin, as negotiation and each factory declare them.
+int list_plugin(const std::string& path, std::uint32_t abi_minor) {
+  auto module = ortmem::plugin::PluginModule::load(path, {abi_minor});
+  if (!module) return usage_error("nxmem plugin " + path + ": " + module.error());
+  std::cout << path << "  sha256 " << (*module)->sha256() << "  nxmem 1." << (*module)->agreed_minor()
+            << "  negotiated: " << ortmem::plugin::capability_names((*module)->capability_flags()) << '\n';
+  for (const auto& factory : (*module)->factories()) {
+    auto opened = ortmem::plugin::PluginAllocator::open(*module, factory);
+    const std::string uncertified = ortmem::adapters::uncertified_capabilities(factory.capability_flags);
+    std::cout << "  " << path << "#" << factory.name << "  device " << ortmem::plugin::device_name(factory.device)
+              << "  capabilities: " << ortmem::plugin::capability_names(factory.capability_flags)
+              << (uncertified.empty() ? "" : "  not yet certified through the plugin: " + uncertified)
+              << (opened ? "" : "  does not open: " + opened.error()) << '\n';
+  }
+  return kExitConformant;
+}
+
+// An --adapter that names a plugin file loads it and registers its
+// mechanism; `adapter` becomes the registered "path#MECHANISM". An exit code
+// when the plugin cannot be certified.
+std::optional<int> register_named_plugin(std::string& adapter, std::uint32_t abi_minor) {
+  if (!ortmem::adapters::names_a_plugin(adapter)) return std::nullopt;
+  auto selection = ortmem::adapters::register_plugin_adapters(adapter, {abi_minor});
+  if (!selection) return usage_error(selection.error());
+  if (selection->adapters.size() != 1) {
+    std::string names;
+    for (const auto& each : selection->adapters) names += (names.empty() ? "" : ", ") + each;
+    return usage_error("the plugin has " + std::to_string(selection->adapters.size()) +
+                       " mechanisms; certify one at a time: " + names);
+  }
+  adapter = selection->adapters.front();
+  return std::nullopt;
 }
 
 int list_requirements() {
@@ -107,8 +144,13 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"adapters", "requirements", "tests"}));
   list->add_option("--adapter", list_adapter, "adapter whose tests to list (default host)");
+  std::string list_plugin_path;
+  auto* list_plugin_option = list->add_option("--plugin", list_plugin_path, "with `adapters`: list this nxmem plugin's mechanisms");
+  std::uint32_t abi_minor = NXMEM_ABI_VERSION_MINOR;
+  const auto abi_minor_help = "the highest nxmem minor the kit offers a plugin: 1 (default) or 0, to certify the minor-0 path";
   std::string list_format = "text";
   list->add_option("--format", list_format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
+  list->add_option("--abi-minor", abi_minor, abi_minor_help)->check(CLI::Range(0, 1));
 
   RunOptions options;
   options.command_line.assign(argv, argv + argc);
@@ -119,7 +161,9 @@ int main(int argc, char** argv) {
   std::string shard;
   std::string report_path;
   auto* run_command = app.add_subcommand("run", "certify one adapter");
-  run_command->add_option("--adapter", options.adapter, "adapter name (see `list adapters`)")->required();
+  run_command->add_option("--adapter", options.adapter,
+                          "adapter name (see `list adapters`), or an nxmem plugin: PATH.so[#MECHANISM]")->required();
+  run_command->add_option("--abi-minor", abi_minor, abi_minor_help)->check(CLI::Range(0, 1));
   run_command->add_option("--profile", profiles, "comma-separated profiles whose tests to run (default: all)");
   run_command->add_option("--filter", options.filter, "GoogleTest filter of tests to run (default *)");
   run_command->add_option("--shard", shard, "run shard I of N (0-based), as GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS");
@@ -202,6 +246,7 @@ int main(int argc, char** argv) {
   child->add_option("--parent", child_options.parent)->required();
   child->add_option("--memory-limit", child_options.memory_limit_mib);
   child->add_flag("--stress", child_options.stress);
+  child->add_option("--abi-minor", abi_minor);
 
   try {
     app.parse(argc, argv);
@@ -209,10 +254,18 @@ int main(int argc, char** argv) {
     const int code = app.exit(error);
     return code == 0 ? kExitConformant : kExitUsage;
   }
-  if (child->parsed()) return run_child(child_options, argv[0]);
+  if (child->parsed()) {
+    if (auto refused = register_named_plugin(child_options.adapter, abi_minor)) return *refused;
+    return run_child(child_options, argv[0]);
+  }
   if (list->parsed()) {
+    if (list_plugin_option->count() > 0) {
+      if (what != "adapters") return usage_error("--plugin goes with `list adapters`; for tests give --adapter PATH.so#MECHANISM");
+      return list_plugin(list_plugin_path, abi_minor);
+    }
     if (what == "adapters") return list_adapters();
     if (what == "requirements") return list_requirements();
+    if (auto refused = register_named_plugin(list_adapter, abi_minor)) return *refused;
     return list_tests(list_adapter, list_format, argv[0]);
   }
   const auto given = [](CLI::Option* option, const std::string& value) {
@@ -258,5 +311,7 @@ int main(int argc, char** argv) {
   for (std::string profile; std::getline(stream, profile, ',');) {
     if (!profile.empty()) options.profiles.push_back(profile);
   }
+  options.abi_minor = abi_minor;
+  if (auto refused = register_named_plugin(options.adapter, abi_minor)) return *refused;
   return run(options);
 }

@@ -180,6 +180,7 @@ int run_isolated_mode(RunContext& context, const std::vector<std::string>& tests
                           "--parent", std::to_string(::getpid()), "--memory-limit",
                           std::to_string(options.memory_limit_mib)};
   if (options.stress) plan.child_arguments.push_back("--stress");
+  plan.child_arguments.insert(plan.child_arguments.end(), {"--abi-minor", std::to_string(options.abi_minor)});
   for (const std::string& id : tests) {
     const bool same_group = options.isolation == Isolation::kGroup && !plan.groups.empty() &&
                             suite_of(plan.groups.back().back()) == suite_of(id);

@@ -48,6 +48,8 @@ struct RunOptions {
   std::optional<std::string> expectations_path; // --expectations
   std::optional<std::string> run_id;            // --run-id, shared by a run's shards
   std::vector<std::string> command_line;
+  // The highest nxmem minor offered to a plugin adapter (--abi-minor).
+  std::uint32_t abi_minor = 1;
 };
 
 [[nodiscard]] int run(const RunOptions& options);

@@ -1,0 +1,225 @@
+/* adapters/plugin/examples/eager_host_plugin.c: the smallest conformant nxmem
+ * plugin. One factory, "eager-host", hands out host memory from
+ * aligned_alloc at ABI minor 0: the allocator capability and nothing else.
+ *
+ * It keeps its own table of what it handed out, because the ABI makes the
+ * plugin check every allocation it is given back: the mechanism first, then
+ * the device, then whether it holds that id (WRONG_MECHANISM, WRONG_DEVICE,
+ * UNKNOWN_ALLOCATION). The table is guarded by one mutex that is never held
+ * across a call into the host (this plugin makes none).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adapters/plugin/nxmem_abi.h"
+
+#define MECHANISM_ID 0x6561676572ull /* "eager" */
+
+static NxmemStatus status(uint32_t code, const char* message) {
+  NxmemStatus out;
+  memset(&out, 0, sizeof out);
+  out.code = code;
+  size_t length = strlen(message);
+  if (length > NXMEM_STATUS_MESSAGE_MAX) length = NXMEM_STATUS_MESSAGE_MAX;
+  memcpy(out.message, message, length);
+  out.message_len = (uint32_t)length;
+  return out;
+}
+
+static NxmemStatus ok(void) { return status(NXMEM_STATUS_OK, ""); }
+
+/* ---- the allocation table --------------------------------------------- */
+
+typedef struct Entry {
+  uint64_t id;
+  uint8_t* ptr;
+  uint64_t bytes;
+  struct Entry* next;
+} Entry;
+
+typedef struct Allocator {
+  NxmemAllocatorVtable vtable;
+  pthread_mutex_t mutex;
+  Entry* live; /* guarded by mutex */
+  atomic_uint_fast64_t references;
+} Allocator;
+
+static atomic_uint_fast64_t live_allocators;
+static atomic_uint_fast64_t live_allocations;
+static atomic_uint_fast64_t live_factories;
+
+static int is_power_of_two(uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
+
+static NxmemStatus check_identity(const Allocator* self, uint64_t mechanism_id, NxmemDeviceId device) {
+  if (mechanism_id != MECHANISM_ID) return status(NXMEM_STATUS_WRONG_MECHANISM, "eager-host: not this mechanism's allocation");
+  if (device.tier != self->vtable.device.tier || device.index != self->vtable.device.index) {
+    return status(NXMEM_STATUS_WRONG_DEVICE, "eager-host: not this allocator's device");
+  }
+  return ok();
+}
+
+static NxmemStatus eager_allocate(void* ctx, const NxmemAllocRequest* request, NxmemAllocResult* result) {
+  Allocator* self = ctx;
+  if (request == NULL || result == NULL) return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
+  if (request->struct_size < sizeof(NxmemAllocRequest)) return status(NXMEM_STATUS_SHORT_STRUCT, "eager-host: short request");
+  NxmemStatus identity = check_identity(self, request->mechanism_id, request->device);
+  if (identity.code != NXMEM_STATUS_OK) return identity;
+  if (!is_power_of_two(request->align)) return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: alignment is not a power of two");
+  if (request->allocation_id == 0) return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: allocation id 0");
+  const uint64_t align = request->align < sizeof(void*) ? sizeof(void*) : request->align;
+  /* Zero bytes still get a distinct address; round up without overflow. */
+  const uint64_t wanted = request->bytes == 0 ? 1 : request->bytes;
+  if (wanted > UINT64_MAX - (align - 1)) {
+    return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: the size overflows when rounded up to the alignment");
+  }
+  const uint64_t rounded = (wanted + align - 1) & ~(align - 1);
+  Entry* entry = malloc(sizeof *entry);
+  if (entry == NULL) return status(NXMEM_STATUS_OUT_OF_MEMORY, "eager-host: no memory for the table");
+  uint8_t* ptr = aligned_alloc(align, rounded);
+  if (ptr == NULL) {
+    free(entry);
+    return status(NXMEM_STATUS_OUT_OF_MEMORY, "eager-host: aligned_alloc refused");
+  }
+  entry->id = request->allocation_id;
+  entry->ptr = ptr;
+  entry->bytes = request->bytes;
+  pthread_mutex_lock(&self->mutex);
+  entry->next = self->live;
+  self->live = entry;
+  pthread_mutex_unlock(&self->mutex);
+  atomic_fetch_add(&live_allocations, 1);
+  memset(result, 0, sizeof *result);
+  result->struct_size = sizeof *result;
+  result->ptr = ptr;
+  result->owned_bytes = request->bytes;
+  result->mapped_bytes = request->bytes;
+  return ok();
+}
+
+static NxmemStatus eager_deallocate(void* ctx, const NxmemAllocation* allocation, uint64_t* unmapped_out) {
+  Allocator* self = ctx;
+  if (allocation == NULL || unmapped_out == NULL) return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
+  NxmemStatus identity = check_identity(self, allocation->mechanism_id, allocation->device);
+  if (identity.code != NXMEM_STATUS_OK) return identity;
+  pthread_mutex_lock(&self->mutex);
+  Entry** link = &self->live;
+  while (*link != NULL && (*link)->id != allocation->allocation_id) link = &(*link)->next;
+  Entry* found = *link;
+  if (found != NULL && (found->ptr != allocation->ptr || found->bytes != allocation->bytes)) found = NULL;
+  if (found != NULL) *link = found->next;
+  pthread_mutex_unlock(&self->mutex);
+  if (found == NULL) return status(NXMEM_STATUS_UNKNOWN_ALLOCATION, "eager-host: no live allocation with this id, address and size");
+  free(found->ptr);
+  free(found);
+  atomic_fetch_sub(&live_allocations, 1);
+  /* aligned_alloc memory goes back to the C heap, which unmaps nothing we can name. */
+  *unmapped_out = 0;
+  return ok();
+}
+
+static void eager_retain(void* ctx) { atomic_fetch_add(&((Allocator*)ctx)->references, 1); }
+
+static void eager_release(void* ctx) {
+  Allocator* self = ctx;
+  if (atomic_fetch_sub(&self->references, 1) != 1) return;
+  /* The host releases every allocation before the allocator; anything left is
+   * freed here so the module can be unloaded. */
+  for (Entry* entry = self->live; entry != NULL;) {
+    Entry* next = entry->next;
+    free(entry->ptr);
+    free(entry);
+    atomic_fetch_sub(&live_allocations, 1);
+    entry = next;
+  }
+  pthread_mutex_destroy(&self->mutex);
+  free(self);
+  atomic_fetch_sub(&live_allocators, 1);
+}
+
+/* ---- the factory ------------------------------------------------------- */
+
+static NxmemStatus open_allocator(void* ctx, const NxmemOpenRequest* request, const NxmemAllocatorVtable** out) {
+  (void)ctx;
+  if (request == NULL || out == NULL) return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
+  if (request->device.tier != NXMEM_TIER_HOST) return status(NXMEM_STATUS_WRONG_DEVICE, "eager-host: host memory only");
+  if ((request->required_capability_flags & ~NXMEM_CAP_ALLOCATOR) != 0) {
+    return status(NXMEM_STATUS_UNSUPPORTED_CAPABILITY, "eager-host: offers the allocator capability only");
+  }
+  Allocator* self = calloc(1, sizeof *self);
+  if (self == NULL) return status(NXMEM_STATUS_OUT_OF_MEMORY, "eager-host: no memory for an allocator");
+  pthread_mutex_init(&self->mutex, NULL);
+  atomic_init(&self->references, 1);
+  self->vtable.struct_size = NXMEM_ALLOCATOR_VTABLE_SIZE_MINOR0;
+  self->vtable.abi_minor = 0;
+  self->vtable.mechanism_id = MECHANISM_ID;
+  self->vtable.device = request->device;
+  self->vtable.capability_flags = NXMEM_CAP_ALLOCATOR;
+  self->vtable.name = (const uint8_t*)"eager-host";
+  self->vtable.ctx = self;
+  self->vtable.allocate = eager_allocate;
+  self->vtable.deallocate = eager_deallocate;
+  self->vtable.retain = eager_retain;
+  self->vtable.release = eager_release;
+  atomic_fetch_add(&live_allocators, 1);
+  *out = &self->vtable;
+  return ok();
+}
+
+static void release_factory(void* ctx) {
+  (void)ctx;
+  atomic_fetch_sub(&live_factories, 1);
+}
+
+static const NxmemAllocatorFactoryVtable factory = {
+    .struct_size = sizeof(NxmemAllocatorFactoryVtable),
+    .abi_minor = 0,
+    .name = (const uint8_t*)"eager-host",
+    .device = {NXMEM_TIER_HOST, 0},
+    .capability_flags = NXMEM_CAP_ALLOCATOR,
+    .ctx = NULL,
+    .open_allocator = open_allocator,
+    .release = release_factory,
+};
+
+/* ---- the exports ------------------------------------------------------- */
+
+NxmemStatus NxmemNegotiate(const NxmemNegotiateRequest* request, NxmemNegotiateResponse* response) {
+  if (request == NULL || response == NULL) return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
+  memset(response, 0, sizeof *response);
+  response->struct_size = sizeof *response;
+  response->plugin_range = (NxmemVersionRange){1, 1, 0, 0};
+  if (request->struct_size < sizeof(NxmemNegotiateRequest)) return status(NXMEM_STATUS_SHORT_STRUCT, "eager-host: short request");
+  const NxmemVersionRange host = request->host_range;
+  if (host.major_min > 1 || host.major_max < 1 || host.minor_min > 0) {
+    return status(NXMEM_STATUS_VERSION_MISMATCH, "eager-host: speaks 1.0 only");
+  }
+  if ((request->host_capability_flags & NXMEM_CAP_ALLOCATOR) == 0) {
+    return status(NXMEM_STATUS_UNSUPPORTED_CAPABILITY, "eager-host: the host does not take allocators");
+  }
+  response->agreed_major = 1;
+  response->agreed_minor = 0;
+  response->capability_flags = NXMEM_CAP_ALLOCATOR;
+  return ok();
+}
+
+NxmemStatus NxmemCreateAllocatorFactories(const NxmemAllocatorFactoryVtable** out, uint64_t max, uint64_t* count) {
+  if (out == NULL || count == NULL) return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
+  *count = 0;
+  if (max < 1) return status(NXMEM_STATUS_SHORT_STRUCT, "eager-host: no room for its one factory");
+  out[0] = &factory;
+  *count = 1;
+  atomic_fetch_add(&live_factories, 1);
+  return ok();
+}
+
+NxmemStatus NxmemQueryUnloadReadiness(NxmemUnloadReport* report) {
+  if (report == NULL) return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
+  memset(report, 0, sizeof *report);
+  report->struct_size = sizeof *report;
+  report->live_allocators = atomic_load(&live_allocators) + atomic_load(&live_factories);
+  report->live_allocations = atomic_load(&live_allocations);
+  return ok();
+}

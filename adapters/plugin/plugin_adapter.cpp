@@ -1,0 +1,100 @@
+#include "adapters/plugin/plugin_adapter.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "adapters/plugin/plugin_allocator.hpp"
+#include "ortmem/cts/adapter_registry.hpp"
+
+namespace ortmem::adapters {
+namespace {
+
+constexpr std::uint64_t kCertified = NXMEM_CAP_ALLOCATOR | NXMEM_CAP_STRUCTURED_RELEASE;
+
+class PluginAdapter final : public HostAdapter {
+ public:
+  PluginAdapter(std::shared_ptr<plugin::PluginModule> module, plugin::Factory factory)
+      : module_(std::move(module)), factory_(std::move(factory)) {}
+
+  cts::AdapterInfo info() const override {
+    const Tier tier = factory_.device.tier == NXMEM_TIER_DEVICE ? Tier::kDevice
+                      : factory_.device.tier == NXMEM_TIER_DISK ? Tier::kDisk
+                                                                 : Tier::kHost;
+    return cts::AdapterInfo{
+        .name = factory_.name,
+        .version = "nxmem 1." + std::to_string(module_->agreed_minor()),
+        .vendor = "nxmem plugin " + module_->path() + " (sha256 " + module_->sha256() + ")",
+        .device = DeviceKey{tier, factory_.device.index},
+        .capabilities = {},
+    };
+  }
+
+  cts::Availability available() const override {
+    if (factory_.device.tier == NXMEM_TIER_HOST) return {};
+    return {false, "the mechanism's memory is on tier " + plugin::device_name(factory_.device) +
+                       ", which the kit can only read through the plugin control extension (not yet supported)"};
+  }
+
+  std::shared_ptr<DeviceAllocator> make_allocator() override {
+    auto allocator = plugin::PluginAllocator::open(module_, factory_);
+    if (allocator) return std::move(*allocator);
+    // It opened when the plugin was loaded: a later refusal is the plugin's
+    // fault, and crashing here costs the one test (in an isolated child)
+    // instead of handing the suites a null allocator.
+    std::fprintf(stderr, "ortmem-cts: nxmem plugin %s: %s\n", module_->path().c_str(), allocator.error().c_str());
+    std::abort();
+  }
+
+ private:
+  std::shared_ptr<plugin::PluginModule> module_;
+  plugin::Factory factory_;
+};
+
+}  // namespace
+
+bool names_a_plugin(const std::string& spec) {
+  const std::string path = spec.substr(0, spec.rfind('#'));
+  return spec.find('/') != std::string::npos || (path.size() > 3 && path.ends_with(".so"));
+}
+
+std::string uncertified_capabilities(std::uint64_t flags) {
+  const std::uint64_t left = flags & ~kCertified;
+  return left == 0 ? "" : plugin::capability_names(left);
+}
+
+Expected<PluginSelection, std::string> register_plugin_adapters(const std::string& spec, plugin::HostRange host) {
+  const auto hash = spec.rfind('#');
+  const std::string path = spec.substr(0, hash);
+  const std::string wanted = hash == std::string::npos ? "" : spec.substr(hash + 1);
+  auto module = plugin::PluginModule::load(path, host);
+  if (!module) return fail("nxmem plugin " + path + ": " + module.error());
+  PluginSelection selection{*module, {}};
+  std::vector<const plugin::Factory*> chosen;
+  if (!wanted.empty()) {
+    const plugin::Factory* factory = (*module)->factory(wanted);
+    if (factory == nullptr) {
+      std::string names;
+      for (const auto& each : (*module)->factories()) names += (names.empty() ? "" : ", ") + each.name;
+      return fail("nxmem plugin " + path + " has no mechanism named '" + wanted + "' (it has: " + names + ")");
+    }
+    chosen.push_back(factory);
+  } else {
+    for (const auto& factory : (*module)->factories()) chosen.push_back(&factory);
+  }
+  for (const plugin::Factory* factory : chosen) {
+    // Open and drop one allocator now, so a vtable that breaks the ABI stops
+    // the run before any test instead of failing every one of them.
+    if (auto probe = plugin::PluginAllocator::open(*module, *factory); !probe) {
+      return fail("nxmem plugin " + path + ", mechanism '" + factory->name + "': " + probe.error());
+    }
+    // Keyed by path and mechanism, so a plugin's names never meet the
+    // compiled-in adapters' and an isolated child given the same key loads
+    // the same mechanism.
+    const std::string name = path + "#" + factory->name;
+    cts::register_adapter(name, [module = *module, copy = *factory] { return std::make_unique<PluginAdapter>(module, copy); });
+    selection.adapters.push_back(name);
+  }
+  return selection;
+}
+
+}  // namespace ortmem::adapters

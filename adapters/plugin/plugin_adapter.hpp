@@ -1,0 +1,45 @@
+// adapters/plugin/plugin_adapter.hpp: one mechanism (factory) of an nxmem
+// plugin, as an adapter the suites certify.
+//
+// The plugin supplies the allocator and nothing else the suites drive:
+// pins are the host's side of the ABI, so the provider contexts the
+// registry suites bind through are the kit's reference ones and a plugin
+// never declares the pins profile. What the kit certifies through a plugin
+// today is the allocator contract (profile core) for host-tier memory; the
+// capabilities a plugin declares beyond it (virtual backing, shared
+// mapping, deferred release) are listed as not yet certified through the
+// plugin, never passed silently.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "adapters/host/host_adapter.hpp"
+#include "adapters/plugin/plugin_module.hpp"
+#include "ortmem/expected.hpp"
+
+namespace ortmem::adapters {
+
+// Whether an --adapter argument names a plugin file rather than a compiled-in
+// adapter: it has a slash, or ends in ".so", optionally followed by #NAME.
+[[nodiscard]] bool names_a_plugin(const std::string& spec);
+
+struct PluginSelection {
+  std::shared_ptr<plugin::PluginModule> module;
+  std::vector<std::string> adapters;  // the registered adapter names ("path#MECHANISM"), one per selected mechanism
+};
+
+// Loads the plugin `spec` names ("path.so" or "path.so#MECHANISM"), checks
+// that each selected mechanism opens an allocator that passes the ABI's
+// rules, and registers one adapter per selected mechanism under
+// "path#MECHANISM". The error is one line for people: what was wrong, what
+// to do.
+[[nodiscard]] Expected<PluginSelection, std::string> register_plugin_adapters(const std::string& spec,
+                                                                             plugin::HostRange host = {});
+
+// The capability bits a plugin declares that the kit cannot yet certify
+// through the ABI, by name; empty when everything declared is certified.
+[[nodiscard]] std::string uncertified_capabilities(std::uint64_t flags);
+
+}  // namespace ortmem::adapters

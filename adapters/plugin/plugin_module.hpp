@@ -1,0 +1,91 @@
+// adapters/plugin/plugin_module.hpp: one nxmem plugin library, loaded,
+// negotiated and validated.
+//
+// Loading either yields a module whose every factory passed the ABI's
+// rules, or one line naming the rule that was broken and the field that
+// broke it; nothing half-loaded is ever handed out. The module owns its
+// factories (each released exactly once, including those of a load that
+// failed after they were transferred) and the library handle, which it
+// closes only when the unload gate opens: the plugin's own unload report is
+// all zero after everything the kit made was released. A module whose gate
+// stays shut is leaked on purpose, since unmapping code that a live object
+// may still call is the one thing a host must never do.
+//
+// Allocators opened from a factory hold the module (shared ownership), so
+// it outlives every vtable it handed out.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "adapters/plugin/nxmem_abi.h"
+#include "ortmem/expected.hpp"
+
+namespace ortmem::plugin {
+
+// A validated factory: the local copy the kit reads, never the plugin's bytes.
+struct Factory {
+  std::string name;
+  NxmemDeviceId device{};
+  std::uint64_t capability_flags = 0;
+  std::uint32_t abi_minor = 0;
+  NxmemAllocatorFactoryVtable vtable{};
+};
+
+// What the kit offers in negotiation: major 1, minors 0..max_minor.
+struct HostRange {
+  std::uint32_t max_minor = NXMEM_ABI_VERSION_MINOR;
+};
+
+class PluginModule {
+ public:
+  // dlopen(path), the three exports, negotiation and every factory's
+  // validation. The error is one line: the rule, the field, what to do.
+  [[nodiscard]] static Expected<std::shared_ptr<PluginModule>, std::string> load(const std::string& path,
+                                                                                 HostRange host = {});
+
+  PluginModule(const PluginModule&) = delete;
+  PluginModule& operator=(const PluginModule&) = delete;
+  ~PluginModule();
+
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+  [[nodiscard]] const std::string& sha256() const noexcept { return sha256_; }
+  [[nodiscard]] std::uint32_t agreed_minor() const noexcept { return agreed_minor_; }
+  // What negotiation offered: plugin ∧ host ∧ known, less bits above the agreed minor.
+  [[nodiscard]] std::uint64_t capability_flags() const noexcept { return capability_flags_; }
+  [[nodiscard]] const std::vector<Factory>& factories() const noexcept { return factories_; }
+  [[nodiscard]] const Factory* factory(const std::string& name) const noexcept;
+
+  // The plugin's unload report, read now; nullopt when the query failed.
+  [[nodiscard]] std::optional<NxmemUnloadReport> unload_report() const;
+
+ private:
+  PluginModule() = default;
+
+  void* handle_ = nullptr;
+  std::string path_;
+  std::string sha256_;
+  std::uint32_t agreed_minor_ = 0;
+  std::uint64_t capability_flags_ = 0;
+  std::vector<Factory> factories_;
+  // Every factory pointer the plugin transferred, valid or not: each is the
+  // host's to release exactly once.
+  std::vector<const NxmemAllocatorFactoryVtable*> owned_factories_;
+  NxmemStatus (*query_unload_)(NxmemUnloadReport*) = nullptr;
+};
+
+// Capability bits by name, for people: "allocator|virtual-backing".
+[[nodiscard]] std::string capability_names(std::uint64_t flags);
+// "host:0", "device:1", "disk:0", or "tier(7):0" for a tier the ABI does not know.
+[[nodiscard]] std::string device_name(NxmemDeviceId device);
+
+// Whether `address` meets the ABI's rule for a struct pointer: non-null and
+// 8-byte aligned.
+[[nodiscard]] inline bool readable_struct(const void* address) noexcept {
+  return address != nullptr && reinterpret_cast<std::uintptr_t>(address) % 8 == 0;
+}
+
+}  // namespace ortmem::plugin

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Checks the nxmem plugin path of the runner end to end.
+
+  check_plugins.py certify RUNNER PLUGIN SCHEMA OUT
+      The example plugin certifies conformant at --abi-minor 1 and 0; each
+      report validates against the schema and names the plugin's path,
+      SHA-256 and negotiated version; `list adapters --plugin` lists its
+      mechanism; bad plugin arguments exit 2 with one line and write no report.
+  check_plugins.py refusals RUNNER KNOWN_BAD_DIR MANIFEST OUT
+      Every known-bad plugin in MANIFEST is refused before any test: exit 2,
+      one line on stderr containing its `refused_with`, no report written.
+"""
+import hashlib
+import json
+import pathlib
+import subprocess
+import sys
+
+
+def run(runner, *args):
+    return subprocess.run([runner, *args], capture_output=True, text=True, timeout=600)
+
+
+def refused(result, report, words, what):
+    """Problems with a refusal: exit 2, one stderr line containing `words`, no report."""
+    problems = []
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    if result.returncode != 2:
+        problems.append(f"{what}: exit {result.returncode}, expected 2 (stderr: {result.stderr.strip()[:300]})")
+    elif len(lines) != 1 or words not in lines[0]:
+        problems.append(f"{what}: stderr should be one line containing {words!r}, got {lines!r}")
+    if report is not None and report.exists():
+        problems.append(f"{what}: a refused plugin left a report at {report}")
+    return problems
+
+
+def certify(runner, plugin, schema_path, out):
+    import jsonschema
+    out.mkdir(parents=True, exist_ok=True)
+    schema = json.loads(pathlib.Path(schema_path).read_text())
+    digest = hashlib.sha256(pathlib.Path(plugin).read_bytes()).hexdigest()
+    problems = []
+    for minor in ("1", "0"):
+        report = out / f"plugin-minor{minor}.json"
+        report.unlink(missing_ok=True)
+        result = run(runner, "run", "--adapter", plugin, "--abi-minor", minor, "--quiet", "--jobs", "2",
+                     "--report", str(report))
+        if result.returncode != 0:
+            problems.append(f"--abi-minor {minor}: exit {result.returncode}, expected 0 (conformant):\n{result.stdout[-2000:]}{result.stderr[-1000:]}")
+            continue
+        data = json.loads(report.read_text())
+        jsonschema.Draft202012Validator(schema).validate(data)
+        adapter = data["adapter"]
+        if not adapter["version"].startswith("nxmem 1."):
+            problems.append(f"--abi-minor {minor}: adapter.version {adapter['version']!r} does not name the negotiated version")
+        if digest not in adapter["vendor"] or plugin not in adapter["vendor"]:
+            problems.append(f"--abi-minor {minor}: adapter.vendor {adapter['vendor']!r} lacks the plugin's path or SHA-256")
+        core = {p["name"]: p["result"] for p in data["verdict"]["profiles"]}["core"]
+        if core != "conformant":
+            problems.append(f"--abi-minor {minor}: core is {core}")
+    listing = run(runner, "list", "adapters", "--plugin", plugin)
+    if listing.returncode != 0 or f"{plugin}#" not in listing.stdout or digest not in listing.stdout:
+        problems.append(f"list adapters --plugin: exit {listing.returncode}, output {listing.stdout!r}")
+    report = out / "refused.json"
+    report.unlink(missing_ok=True)
+    for spec, words in ((plugin + "#no-such-mechanism", "has no mechanism named 'no-such-mechanism'"),
+                        (str(out / "missing.so"), "cannot read the plugin file"),
+                        (runner, "dlopen failed")):
+        problems += refused(run(runner, "run", "--adapter", spec, "--quiet", "--report", str(report)), report, words, spec)
+    return problems
+
+
+def refusals(runner, known_bad, manifest, out):
+    out.mkdir(parents=True, exist_ok=True)
+    problems = []
+    plugins = json.loads(pathlib.Path(manifest).read_text())["plugins"]
+    caught = 0
+    for plugin in plugins:
+        before = len(problems)
+        library = pathlib.Path(known_bad) / f"libnxmem_bad_{plugin['name'].replace('-', '_')}.so"
+        report = out / f"bad-{plugin['name']}.json"
+        report.unlink(missing_ok=True)
+        result = run(runner, "run", "--adapter", str(library), "--quiet", "--report", str(report))
+        problems += refused(result, report, plugin["refused_with"], plugin["name"])
+        listing = run(runner, "list", "adapters", "--plugin", str(library))
+        if listing.returncode == 0 and "does not open" not in listing.stdout:
+            problems.append(f"{plugin['name']}: `list adapters --plugin` shows it as loadable: {listing.stdout!r}")
+        caught += len(problems) == before
+    print(f"{caught} of {len(plugins)} known-bad plugins refused as listed")
+    return problems
+
+
+def main():
+    kind, runner, *rest = sys.argv[1:]
+    problems = certify(runner, *rest[:2], pathlib.Path(rest[2])) if kind == "certify" else \
+        refusals(runner, *rest[:2], pathlib.Path(rest[2]))
+    for problem in problems:
+        print(problem)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 
 #include "adapters/plugin/plugin_allocator.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
@@ -9,7 +10,9 @@
 namespace ortmem::adapters {
 namespace {
 
-constexpr std::uint64_t kCertified = NXMEM_CAP_ALLOCATOR | NXMEM_CAP_STRUCTURED_RELEASE;
+constexpr std::uint64_t kCertified =
+    NXMEM_CAP_ALLOCATOR | NXMEM_CAP_STRUCTURED_RELEASE | NXMEM_CAP_VIRTUAL_BACKING | NXMEM_CAP_SHARED_MAPPING;
+constexpr std::uint64_t kRequired = NXMEM_CAP_ALLOCATOR | NXMEM_CAP_VIRTUAL_BACKING | NXMEM_CAP_SHARED_MAPPING;
 
 class PluginAdapter final : public HostAdapter {
  public:
@@ -25,7 +28,7 @@ class PluginAdapter final : public HostAdapter {
         .version = "nxmem 1." + std::to_string(module_->agreed_minor()),
         .vendor = "nxmem plugin " + module_->path() + " (sha256 " + module_->sha256() + ")",
         .device = DeviceKey{tier, factory_.device.index},
-        .capabilities = {},
+        .capabilities = capabilities(),
     };
   }
 
@@ -36,7 +39,7 @@ class PluginAdapter final : public HostAdapter {
   }
 
   std::shared_ptr<DeviceAllocator> make_allocator() override {
-    auto allocator = plugin::PluginAllocator::open(module_, factory_);
+    auto allocator = plugin::PluginAllocator::open(module_, factory_, required_capabilities(factory_));
     if (allocator) return std::move(*allocator);
     // It opened when the plugin was loaded: a later refusal is the plugin's
     // fault, and crashing here costs the one test (in an isolated child)
@@ -46,11 +49,22 @@ class PluginAdapter final : public HostAdapter {
   }
 
  private:
+  // The factory's declaration: a capability declared and then missing from
+  // the allocator it opens fails its profile, as for any adapter.
+  std::set<cts::Capability> capabilities() const {
+    std::set<cts::Capability> declared;
+    if ((factory_.capability_flags & NXMEM_CAP_VIRTUAL_BACKING) != 0) declared.insert(cts::Capability::kVirtualBacking);
+    if ((factory_.capability_flags & NXMEM_CAP_SHARED_MAPPING) != 0) declared.insert(cts::Capability::kSharedMapping);
+    return declared;
+  }
+
   std::shared_ptr<plugin::PluginModule> module_;
   plugin::Factory factory_;
 };
 
 }  // namespace
+
+std::uint64_t required_capabilities(const plugin::Factory& factory) { return factory.capability_flags & kRequired; }
 
 bool names_a_plugin(const std::string& spec) {
   const std::string path = spec.substr(0, spec.rfind('#'));
@@ -84,7 +98,7 @@ Expected<PluginSelection, std::string> register_plugin_adapters(const std::strin
   for (const plugin::Factory* factory : chosen) {
     // Open and drop one allocator now, so a vtable that breaks the ABI stops
     // the run before any test instead of failing every one of them.
-    if (auto probe = plugin::PluginAllocator::open(*module, *factory); !probe) {
+    if (auto probe = plugin::PluginAllocator::open(*module, *factory, required_capabilities(*factory)); !probe) {
       return fail("nxmem plugin " + path + ", mechanism '" + factory->name + "': " + probe.error());
     }
     // Keyed by path and mechanism, so a plugin's names never meet the

@@ -5,10 +5,10 @@
 // pins are the host's side of the ABI, so the provider contexts the
 // registry suites bind through are the kit's reference ones and a plugin
 // never declares the pins profile. What the kit certifies through a plugin
-// today is the allocator contract (profile core) for host-tier memory; the
-// capabilities a plugin declares beyond it (virtual backing, shared
-// mapping, deferred release) are listed as not yet certified through the
-// plugin, never passed silently.
+// today is host-tier memory: the allocator contract (profile core), and
+// virtual backing and shared mapping when the factory declares them. Deferred
+// release is listed as not yet certified through the plugin, never passed
+// silently.
 #pragma once
 
 #include <memory>
@@ -37,6 +37,12 @@ struct PluginSelection {
 // to do.
 [[nodiscard]] Expected<PluginSelection, std::string> register_plugin_adapters(const std::string& spec,
                                                                              plugin::HostRange host = {});
+
+// What the kit requires when it opens an allocator of `factory`: every
+// capability the factory declares that the kit certifies through its own
+// interfaces. (STRUCTURED_RELEASE is a way of releasing, chosen by the
+// negotiated minor, not a capability an open requires.)
+[[nodiscard]] std::uint64_t required_capabilities(const plugin::Factory& factory);
 
 // The capability bits a plugin declares that the kit cannot yet certify
 // through the ABI, by name; empty when everything declared is certified.

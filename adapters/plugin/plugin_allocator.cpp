@@ -18,16 +18,28 @@ Tier tier_of(std::uint32_t tier) noexcept {
   return tier == NXMEM_TIER_DEVICE ? Tier::kDevice : tier == NXMEM_TIER_DISK ? Tier::kDisk : Tier::kHost;
 }
 
-MemoryError refusal(Tier tier, std::size_t bytes, const PluginStatus& status) {
-  const std::string why = "the plugin's allocate answered " + status.describe();
-  if (status.code == NXMEM_STATUS_INVALID_ARGUMENT) return MemoryError::invalid_request(tier, bytes, why);
-  return MemoryError::allocation_failed(tier, bytes, why);
+// A capability vtable: readable, long enough, the allocator's mechanism;
+// copied into `local`.
+template <class Vtable>
+Expected<void, std::string> copy_capability(const Vtable* raw, std::uint64_t mechanism_id, const char* what,
+                                            Vtable& local) {
+  if (!readable_struct(raw)) return fail(std::string(what) + " vtable: not 8-byte aligned (INVALID_ARGUMENT)");
+  if (raw->struct_size < sizeof(Vtable)) {
+    return fail(std::string(what) + " vtable: struct_size is " + std::to_string(raw->struct_size) + ", under " +
+                std::to_string(sizeof(Vtable)) + " bytes (SHORT_STRUCT)");
+  }
+  std::memcpy(&local, raw, sizeof local);
+  if (local.mechanism_id != mechanism_id) {
+    return fail(std::string(what) + " vtable: mechanism_id differs from the allocator's (WRONG_MECHANISM)");
+  }
+  return {};
 }
 
-// Checks the vtable an OK open returned; fills `local` from it.
+// Checks the vtables an OK open returned; fills `copies` from them.
+template <class Vtables>
 Expected<std::uint32_t, std::string> validate(const NxmemAllocatorVtable* raw, const PluginModule& module,
-                                              const Factory& factory, std::uint64_t required,
-                                              NxmemAllocatorVtable& local) {
+                                              const Factory& factory, std::uint64_t required, Vtables& copies) {
+  NxmemAllocatorVtable& local = copies.allocator;
   if (!readable_struct(raw)) return fail(std::string("allocator vtable: NULL or not 8-byte aligned (INVALID_ARGUMENT)"));
   const std::uint32_t size = raw->struct_size;
   if (size < kVtableHead) {
@@ -77,19 +89,22 @@ Expected<std::uint32_t, std::string> validate(const NxmemAllocatorVtable* raw, c
   if (auto ok = flag_matches_pointer(NXMEM_CAP_VIRTUAL_BACKING, local.virtual_backing, "virtual_backing"); !ok) return fail(ok.error());
   if (auto ok = flag_matches_pointer(NXMEM_CAP_SHARED_MAPPING, local.shared_mapping, "shared_mapping"); !ok) return fail(ok.error());
   if (local.virtual_backing != nullptr) {
-    if (!readable_struct(local.virtual_backing) || local.virtual_backing->struct_size < sizeof(NxmemVirtualBackingVtable)) {
-      return fail(std::string("virtual-backing vtable: misaligned or under 72 bytes (SHORT_STRUCT)"));
-    }
-    if (local.virtual_backing->mechanism_id != local.mechanism_id) {
-      return fail(std::string("virtual-backing vtable: mechanism_id differs from the allocator's (WRONG_MECHANISM)"));
+    auto copied = copy_capability(local.virtual_backing, local.mechanism_id, "virtual-backing", copies.virtual_backing);
+    if (!copied) return fail(copied.error());
+    const NxmemVirtualBackingVtable& vb = copies.virtual_backing;
+    if (vb.allocate_committed == nullptr || vb.commit_range == nullptr || vb.decommit_range == nullptr ||
+        vb.mapped_bytes_for_ranges == nullptr || vb.mapped_bytes_for_allocation == nullptr || vb.committed_bytes == nullptr) {
+      return fail(std::string("virtual-backing vtable: a slot is NULL; all six are required (SHORT_STRUCT)"));
     }
   }
   if (local.shared_mapping != nullptr) {
-    if (!readable_struct(local.shared_mapping) || local.shared_mapping->struct_size < sizeof(NxmemSharedMappingVtable)) {
-      return fail(std::string("shared-mapping vtable: misaligned or under 64 bytes (SHORT_STRUCT)"));
-    }
-    if (local.shared_mapping->mechanism_id != local.mechanism_id) {
-      return fail(std::string("shared-mapping vtable: mechanism_id differs from the allocator's (WRONG_MECHANISM)"));
+    auto copied = copy_capability(local.shared_mapping, local.mechanism_id, "shared-mapping", copies.shared_mapping);
+    if (!copied) return fail(copied.error());
+    const NxmemSharedMappingVtable& sm = copies.shared_mapping;
+    // retain_shared_prefix may be NULL: the host never calls it.
+    if (sm.create_shared_prefix == nullptr || sm.release_shared_prefix == nullptr ||
+        sm.incremental_owned_bytes == nullptr || sm.commit_shared_prefix == nullptr) {
+      return fail(std::string("shared-mapping vtable: create, release, incremental_owned_bytes and commit are required (SHORT_STRUCT)"));
     }
   }
   // The structured slot is used only when both sides reached minor 1 and the
@@ -114,7 +129,7 @@ Expected<std::shared_ptr<PluginAllocator>, std::string> PluginAllocator::open(st
   const NxmemAllocatorVtable* raw = nullptr;
   const PluginStatus status = read_status(factory.vtable.open_allocator(factory.vtable.ctx, &request, &raw));
   if (!status.ok()) return fail("open_allocator of '" + factory.name + "' answered " + status.describe());
-  NxmemAllocatorVtable local{};
+  Vtables local{};
   auto effective = validate(raw, *module, factory, required, local);
   if (!effective) {
     // An OK open is owed exactly one release, even for a vtable the host
@@ -128,12 +143,14 @@ Expected<std::shared_ptr<PluginAllocator>, std::string> PluginAllocator::open(st
   return std::shared_ptr<PluginAllocator>(new PluginAllocator(std::move(module), local, *effective));
 }
 
-PluginAllocator::PluginAllocator(std::shared_ptr<const PluginModule> module, const NxmemAllocatorVtable& vtable,
+PluginAllocator::PluginAllocator(std::shared_ptr<const PluginModule> module, const Vtables& vtables,
                                  std::uint32_t effective_minor)
     : module_(std::move(module)),
-      vtable_(vtable),
+      vtable_(vtables.allocator),
+      virtual_backing_(vtables.virtual_backing),
+      shared_mapping_(vtables.shared_mapping),
       effective_minor_(effective_minor),
-      device_{tier_of(vtable.device.tier), vtable.device.index} {}
+      device_{tier_of(vtables.allocator.device.tier), vtables.allocator.device.index} {}
 
 PluginAllocator::~PluginAllocator() {
   std::vector<std::pair<std::uintptr_t, Record>> left;
@@ -159,9 +176,26 @@ NxmemAllocation PluginAllocator::name_of(void* ptr, const Record& record) const 
 }
 
 Expected<void*, MemoryError> PluginAllocator::allocate(std::size_t bytes, std::size_t align) noexcept {
+  return issue(vtable_.allocate, vtable_.ctx, "allocate", bytes, align, {});
+}
+
+Expected<void*, MemoryError> PluginAllocator::issue(AllocateSlot slot, void* ctx, const char* slot_name,
+                                                    std::size_t bytes, std::size_t align,
+                                                    std::span<const ByteRange> committed) noexcept {
   const Tier tier = device_.tier;
   if (!is_valid_alignment(align)) {
     return fail(MemoryError::invalid_request(tier, bytes, "alignment " + std::to_string(align) + " is not a power of two"));
+  }
+  std::vector<NxmemByteRange> ranges;
+  try {
+    for (const ByteRange& range : committed) {
+      if (range.end < range.begin) {
+        return fail(MemoryError::invalid_request(tier, bytes, "a committed range ends before it begins"));
+      }
+      ranges.push_back(NxmemByteRange{range.begin, range.size()});
+    }
+  } catch (const std::bad_alloc&) {
+    return fail(MemoryError::allocation_failed(tier, bytes, "the host is out of memory for the committed ranges"));
   }
   const std::uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
   NxmemAllocRequest request{};
@@ -171,19 +205,20 @@ Expected<void*, MemoryError> PluginAllocator::allocate(std::size_t bytes, std::s
   request.device = vtable_.device;
   request.bytes = bytes;
   request.align = align;
+  request.committed_ranges = ranges.empty() ? nullptr : ranges.data();
+  request.committed_range_count = ranges.size();
   NxmemAllocResult result{};
   result.struct_size = sizeof result;
-  const PluginStatus status = read_status(vtable_.allocate(vtable_.ctx, &request, &result));
-  if (!status.ok()) return fail(refusal(tier, bytes, status));
+  const PluginStatus status = read_status(slot(ctx, &request, &result));
+  if (!status.ok()) return fail(refusal(bytes, slot_name, status));
   void* ptr = result.ptr;
   const Record record{id, bytes, align};
   if (ptr == nullptr || reinterpret_cast<std::uintptr_t>(ptr) % align != 0) {
     // The plugin thinks it holds this allocation; give it back.
     if (ptr != nullptr) (void)legacy_release(ptr, record);
     return fail(MemoryError::allocation_failed(
-        tier, bytes, ptr == nullptr ? "the plugin's allocate answered OK with a NULL pointer"
-                                    : "the plugin's allocate answered OK with an address not aligned to " +
-                                          std::to_string(align)));
+        tier, bytes, ptr == nullptr ? "the plugin answered OK with a NULL pointer"
+                                    : "the plugin answered OK with an address not aligned to " + std::to_string(align)));
   }
   try {
     const std::lock_guard lock(mutex_);
@@ -193,6 +228,35 @@ Expected<void*, MemoryError> PluginAllocator::allocate(std::size_t bytes, std::s
     return fail(MemoryError::allocation_failed(tier, bytes, "the host is out of memory for the allocation's record"));
   }
   return ptr;
+}
+
+std::optional<PluginAllocator::Record> PluginAllocator::find(void* ptr, std::size_t bytes,
+                                                             std::optional<std::size_t> align) const {
+  const std::lock_guard lock(mutex_);
+  const auto [first, last] = live_.equal_range(reinterpret_cast<std::uintptr_t>(ptr));
+  for (auto found = first; found != last; ++found) {
+    if (found->second.bytes == bytes && (!align || found->second.align == *align)) return found->second;
+  }
+  return std::nullopt;
+}
+
+MemoryError PluginAllocator::not_live(void* ptr, std::size_t bytes) const {
+  return MemoryError::invalid_request(
+      device_.tier, bytes,
+      "no live allocation of this plugin allocator has address " + std::to_string(reinterpret_cast<std::uintptr_t>(ptr)) +
+          " with this size and alignment; the plugin was not called and nothing was changed");
+}
+
+MemoryError PluginAllocator::refusal(std::size_t bytes, const char* slot, const PluginStatus& status) const {
+  const std::string why = std::string("the plugin's ") + slot + " answered " + status.describe();
+  switch (status.code) {
+    case NXMEM_STATUS_INVALID_ARGUMENT:
+    case NXMEM_STATUS_WRONG_DEVICE:
+    case NXMEM_STATUS_WRONG_MECHANISM:
+    case NXMEM_STATUS_UNKNOWN_ALLOCATION:
+    case NXMEM_STATUS_UNSUPPORTED_CAPABILITY: return MemoryError::invalid_request(device_.tier, bytes, why);
+    default: return MemoryError::allocation_failed(device_.tier, bytes, why);
+  }
 }
 
 AllocationReleaseOutcome PluginAllocator::release(void* ptr, std::size_t bytes, std::size_t align) noexcept {

@@ -8,6 +8,7 @@
 
 #include "adapters/plugin/plugin_status.hpp"
 #include "ortmem/report/integrity.hpp"
+#include "ortmem/report/utf8.hpp"
 
 namespace ortmem::plugin {
 namespace {
@@ -90,7 +91,7 @@ Expected<Factory, std::string> validate_factory(const NxmemAllocatorFactoryVtabl
   const std::size_t length = strnlen(name, kNameLimit);
   if (length == kNameLimit) return fail(where + "name has no NUL within " + std::to_string(kNameLimit) + " bytes");
   factory.name.assign(name, length);
-  if (factory.name.empty() || !is_utf8(factory.name)) return fail(where + "name is empty or not UTF-8");
+  if (factory.name.empty() || !report::is_utf8(factory.name)) return fail(where + "name is empty or not UTF-8");
   if (taken.contains(factory.name)) {
     return fail(where + "name '" + factory.name + "' is already another factory's; names select mechanisms, so each must be unique");
   }

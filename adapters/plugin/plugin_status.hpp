@@ -30,7 +30,4 @@ struct PluginStatus {
 // The ABI's name for a code: "OK", "SHORT_STRUCT", ..., "UNKNOWN(n)".
 [[nodiscard]] std::string status_code_name(std::uint32_t code);
 
-// Whether `bytes` are well-formed UTF-8 (no overlongs, no surrogates).
-[[nodiscard]] bool is_utf8(std::string_view bytes) noexcept;
-
 }  // namespace ortmem::plugin

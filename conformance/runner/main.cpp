@@ -65,7 +65,8 @@ int list_plugin(const std::string& path, std::uint32_t abi_minor) {
   std::cout << path << "  sha256 " << (*module)->sha256() << "  nxmem 1." << (*module)->agreed_minor()
             << "  negotiated: " << ortmem::plugin::capability_names((*module)->capability_flags()) << '\n';
   for (const auto& factory : (*module)->factories()) {
-    auto opened = ortmem::plugin::PluginAllocator::open(*module, factory);
+    auto opened =
+        ortmem::plugin::PluginAllocator::open(*module, factory, ortmem::adapters::required_capabilities(factory));
     const std::string uncertified = ortmem::adapters::uncertified_capabilities(factory.capability_flags);
     std::cout << "  " << path << "#" << factory.name << "  device " << ortmem::plugin::device_name(factory.device)
               << "  capabilities: " << ortmem::plugin::capability_names(factory.capability_flags)

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Checks the nxmem plugin path of the runner end to end.
 
-  check_plugins.py certify RUNNER PLUGIN SCHEMA OUT
-      The example plugin certifies conformant at --abi-minor 1 and 0; each
-      report validates against the schema and names the plugin's path,
-      SHA-256 and negotiated version; `list adapters --plugin` lists its
-      mechanism; bad plugin arguments exit 2 with one line and write no report.
+  check_plugins.py certify RUNNER PLUGIN SCHEMA OUT PROFILES
+      An example plugin certifies with exactly the profile results PROFILES
+      gives (core=conformant,virtual=partial,...; a profile left out must
+      not have run) at --abi-minor 1 and 0, with no failing requirement and
+      the exit code those results make; each report validates against the
+      schema and names the plugin's path, SHA-256 and negotiated version;
+      `list adapters --plugin` lists its mechanism; bad plugin arguments exit
+      2 with one line and write no report.
   check_plugins.py refusals RUNNER KNOWN_BAD_DIR MANIFEST OUT
       Every known-bad plugin in MANIFEST is refused before any test: exit 2,
       one line on stderr containing its `refused_with`, no report written.
@@ -34,19 +37,21 @@ def refused(result, report, words, what):
     return problems
 
 
-def certify(runner, plugin, schema_path, out):
+def certify(runner, plugin, schema_path, out, profiles):
     import jsonschema
+    expected = dict(pair.split("=") for pair in profiles.split(","))
+    exit_code = 0 if all(result == "conformant" for result in expected.values()) else 3
     out.mkdir(parents=True, exist_ok=True)
     schema = json.loads(pathlib.Path(schema_path).read_text())
     digest = hashlib.sha256(pathlib.Path(plugin).read_bytes()).hexdigest()
     problems = []
     for minor in ("1", "0"):
-        report = out / f"plugin-minor{minor}.json"
+        report = out / f"{pathlib.Path(plugin).stem}-minor{minor}.json"
         report.unlink(missing_ok=True)
         result = run(runner, "run", "--adapter", plugin, "--abi-minor", minor, "--quiet", "--jobs", "2",
                      "--report", str(report))
-        if result.returncode != 0:
-            problems.append(f"--abi-minor {minor}: exit {result.returncode}, expected 0 (conformant):\n{result.stdout[-2000:]}{result.stderr[-1000:]}")
+        if result.returncode != exit_code:
+            problems.append(f"--abi-minor {minor}: exit {result.returncode}, expected {exit_code}:\n{result.stdout[-2000:]}{result.stderr[-1000:]}")
             continue
         data = json.loads(report.read_text())
         jsonschema.Draft202012Validator(schema).validate(data)
@@ -55,9 +60,13 @@ def certify(runner, plugin, schema_path, out):
             problems.append(f"--abi-minor {minor}: adapter.version {adapter['version']!r} does not name the negotiated version")
         if digest not in adapter["vendor"] or plugin not in adapter["vendor"]:
             problems.append(f"--abi-minor {minor}: adapter.vendor {adapter['vendor']!r} lacks the plugin's path or SHA-256")
-        core = {p["name"]: p["result"] for p in data["verdict"]["profiles"]}["core"]
-        if core != "conformant":
-            problems.append(f"--abi-minor {minor}: core is {core}")
+        results = {p["name"]: p["result"] for p in data["verdict"]["profiles"]}
+        for name, result in results.items():
+            if result != expected.get(name, "not-run"):
+                problems.append(f"--abi-minor {minor}: profile {name} is {result}, expected {expected.get(name, 'not-run')}")
+        failing = [r["id"] for r in data["requirements"] if r["status"] == "fail"]
+        if failing:
+            problems.append(f"--abi-minor {minor}: failing requirements {failing}")
     listing = run(runner, "list", "adapters", "--plugin", plugin)
     if listing.returncode != 0 or f"{plugin}#" not in listing.stdout or digest not in listing.stdout:
         problems.append(f"list adapters --plugin: exit {listing.returncode}, output {listing.stdout!r}")
@@ -92,7 +101,7 @@ def refusals(runner, known_bad, manifest, out):
 
 def main():
     kind, runner, *rest = sys.argv[1:]
-    problems = certify(runner, *rest[:2], pathlib.Path(rest[2])) if kind == "certify" else \
+    problems = certify(runner, rest[0], rest[1], pathlib.Path(rest[2]), rest[3]) if kind == "certify" else \
         refusals(runner, *rest[:2], pathlib.Path(rest[2]))
     for problem in problems:
         print(problem)

@@ -39,15 +39,6 @@ TEST(PluginStatus, KeepsNoMessageThatIsNotUtf8) {
   EXPECT_EQ(read_status(raw_status(NXMEM_STATUS_BUSY, "caf\xc3\xa9", 5)).message, "caf\xc3\xa9");
 }
 
-TEST(PluginStatus, Utf8MeansWellFormed) {
-  EXPECT_TRUE(is_utf8(""));
-  EXPECT_TRUE(is_utf8("\xf0\x9f\x98\x80"));
-  EXPECT_FALSE(is_utf8("\xc0\xaf")) << "overlong";
-  EXPECT_FALSE(is_utf8("\xed\xa0\x80")) << "a surrogate";
-  EXPECT_FALSE(is_utf8("\xf4\x90\x80\x80")) << "above U+10FFFF";
-  EXPECT_FALSE(is_utf8("\xe2\x82")) << "cut short";
-}
-
 TEST(PluginStatus, UnknownCodesAreNamedAsSuch) {
   EXPECT_EQ(status_code_name(NXMEM_STATUS_WRONG_MECHANISM), "WRONG_MECHANISM");
   EXPECT_EQ(status_code_name(99), "UNKNOWN(99)");

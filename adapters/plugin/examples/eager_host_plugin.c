@@ -14,22 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "adapters/plugin/examples/example_support.h"
 #include "adapters/plugin/nxmem_abi.h"
 
 #define MECHANISM_ID 0x6561676572ull /* "eager" */
-
-static NxmemStatus status(uint32_t code, const char* message) {
-  NxmemStatus out;
-  memset(&out, 0, sizeof out);
-  out.code = code;
-  size_t length = strlen(message);
-  if (length > NXMEM_STATUS_MESSAGE_MAX) length = NXMEM_STATUS_MESSAGE_MAX;
-  memcpy(out.message, message, length);
-  out.message_len = (uint32_t)length;
-  return out;
-}
-
-static NxmemStatus ok(void) { return status(NXMEM_STATUS_OK, ""); }
 
 /* ---- the allocation table --------------------------------------------- */
 
@@ -54,34 +42,34 @@ static atomic_uint_fast64_t live_factories;
 static int is_power_of_two(uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
 
 static NxmemStatus check_identity(const Allocator* self, uint64_t mechanism_id, NxmemDeviceId device) {
-  if (mechanism_id != MECHANISM_ID) return status(NXMEM_STATUS_WRONG_MECHANISM, "eager-host: not this mechanism's allocation");
+  if (mechanism_id != MECHANISM_ID) return example_status(NXMEM_STATUS_WRONG_MECHANISM, "eager-host: not this mechanism's allocation");
   if (device.tier != self->vtable.device.tier || device.index != self->vtable.device.index) {
-    return status(NXMEM_STATUS_WRONG_DEVICE, "eager-host: not this allocator's device");
+    return example_status(NXMEM_STATUS_WRONG_DEVICE, "eager-host: not this allocator's device");
   }
-  return ok();
+  return example_ok();
 }
 
 static NxmemStatus eager_allocate(void* ctx, const NxmemAllocRequest* request, NxmemAllocResult* result) {
   Allocator* self = ctx;
-  if (request == NULL || result == NULL) return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
-  if (request->struct_size < sizeof(NxmemAllocRequest)) return status(NXMEM_STATUS_SHORT_STRUCT, "eager-host: short request");
+  if (request == NULL || result == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
+  if (request->struct_size < sizeof(NxmemAllocRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, "eager-host: short request");
   NxmemStatus identity = check_identity(self, request->mechanism_id, request->device);
   if (identity.code != NXMEM_STATUS_OK) return identity;
-  if (!is_power_of_two(request->align)) return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: alignment is not a power of two");
-  if (request->allocation_id == 0) return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: allocation id 0");
+  if (!is_power_of_two(request->align)) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: alignment is not a power of two");
+  if (request->allocation_id == 0) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: allocation id 0");
   const uint64_t align = request->align < sizeof(void*) ? sizeof(void*) : request->align;
   /* Zero bytes still get a distinct address; round up without overflow. */
   const uint64_t wanted = request->bytes == 0 ? 1 : request->bytes;
   if (wanted > UINT64_MAX - (align - 1)) {
-    return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: the size overflows when rounded up to the alignment");
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: the size overflows when rounded up to the alignment");
   }
   const uint64_t rounded = (wanted + align - 1) & ~(align - 1);
   Entry* entry = malloc(sizeof *entry);
-  if (entry == NULL) return status(NXMEM_STATUS_OUT_OF_MEMORY, "eager-host: no memory for the table");
+  if (entry == NULL) return example_status(NXMEM_STATUS_OUT_OF_MEMORY, "eager-host: no memory for the table");
   uint8_t* ptr = aligned_alloc(align, rounded);
   if (ptr == NULL) {
     free(entry);
-    return status(NXMEM_STATUS_OUT_OF_MEMORY, "eager-host: aligned_alloc refused");
+    return example_status(NXMEM_STATUS_OUT_OF_MEMORY, "eager-host: aligned_alloc refused");
   }
   entry->id = request->allocation_id;
   entry->ptr = ptr;
@@ -96,12 +84,12 @@ static NxmemStatus eager_allocate(void* ctx, const NxmemAllocRequest* request, N
   result->ptr = ptr;
   result->owned_bytes = request->bytes;
   result->mapped_bytes = request->bytes;
-  return ok();
+  return example_ok();
 }
 
 static NxmemStatus eager_deallocate(void* ctx, const NxmemAllocation* allocation, uint64_t* unmapped_out) {
   Allocator* self = ctx;
-  if (allocation == NULL || unmapped_out == NULL) return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
+  if (allocation == NULL || unmapped_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
   NxmemStatus identity = check_identity(self, allocation->mechanism_id, allocation->device);
   if (identity.code != NXMEM_STATUS_OK) return identity;
   pthread_mutex_lock(&self->mutex);
@@ -111,13 +99,13 @@ static NxmemStatus eager_deallocate(void* ctx, const NxmemAllocation* allocation
   if (found != NULL && (found->ptr != allocation->ptr || found->bytes != allocation->bytes)) found = NULL;
   if (found != NULL) *link = found->next;
   pthread_mutex_unlock(&self->mutex);
-  if (found == NULL) return status(NXMEM_STATUS_UNKNOWN_ALLOCATION, "eager-host: no live allocation with this id, address and size");
+  if (found == NULL) return example_status(NXMEM_STATUS_UNKNOWN_ALLOCATION, "eager-host: no live allocation with this id, address and size");
   free(found->ptr);
   free(found);
   atomic_fetch_sub(&live_allocations, 1);
   /* aligned_alloc memory goes back to the C heap, which unmaps nothing we can name. */
   *unmapped_out = 0;
-  return ok();
+  return example_ok();
 }
 
 static void eager_retain(void* ctx) { atomic_fetch_add(&((Allocator*)ctx)->references, 1); }
@@ -143,13 +131,13 @@ static void eager_release(void* ctx) {
 
 static NxmemStatus open_allocator(void* ctx, const NxmemOpenRequest* request, const NxmemAllocatorVtable** out) {
   (void)ctx;
-  if (request == NULL || out == NULL) return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
-  if (request->device.tier != NXMEM_TIER_HOST) return status(NXMEM_STATUS_WRONG_DEVICE, "eager-host: host memory only");
+  if (request == NULL || out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
+  if (request->device.tier != NXMEM_TIER_HOST) return example_status(NXMEM_STATUS_WRONG_DEVICE, "eager-host: host memory only");
   if ((request->required_capability_flags & ~NXMEM_CAP_ALLOCATOR) != 0) {
-    return status(NXMEM_STATUS_UNSUPPORTED_CAPABILITY, "eager-host: offers the allocator capability only");
+    return example_status(NXMEM_STATUS_UNSUPPORTED_CAPABILITY, "eager-host: offers the allocator capability only");
   }
   Allocator* self = calloc(1, sizeof *self);
-  if (self == NULL) return status(NXMEM_STATUS_OUT_OF_MEMORY, "eager-host: no memory for an allocator");
+  if (self == NULL) return example_status(NXMEM_STATUS_OUT_OF_MEMORY, "eager-host: no memory for an allocator");
   pthread_mutex_init(&self->mutex, NULL);
   atomic_init(&self->references, 1);
   self->vtable.struct_size = NXMEM_ALLOCATOR_VTABLE_SIZE_MINOR0;
@@ -165,7 +153,7 @@ static NxmemStatus open_allocator(void* ctx, const NxmemOpenRequest* request, co
   self->vtable.release = eager_release;
   atomic_fetch_add(&live_allocators, 1);
   *out = &self->vtable;
-  return ok();
+  return example_ok();
 }
 
 static void release_factory(void* ctx) {
@@ -187,39 +175,24 @@ static const NxmemAllocatorFactoryVtable factory = {
 /* ---- the exports ------------------------------------------------------- */
 
 NxmemStatus NxmemNegotiate(const NxmemNegotiateRequest* request, NxmemNegotiateResponse* response) {
-  if (request == NULL || response == NULL) return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
-  memset(response, 0, sizeof *response);
-  response->struct_size = sizeof *response;
-  response->plugin_range = (NxmemVersionRange){1, 1, 0, 0};
-  if (request->struct_size < sizeof(NxmemNegotiateRequest)) return status(NXMEM_STATUS_SHORT_STRUCT, "eager-host: short request");
-  const NxmemVersionRange host = request->host_range;
-  if (host.major_min > 1 || host.major_max < 1 || host.minor_min > 0) {
-    return status(NXMEM_STATUS_VERSION_MISMATCH, "eager-host: speaks 1.0 only");
-  }
-  if ((request->host_capability_flags & NXMEM_CAP_ALLOCATOR) == 0) {
-    return status(NXMEM_STATUS_UNSUPPORTED_CAPABILITY, "eager-host: the host does not take allocators");
-  }
-  response->agreed_major = 1;
-  response->agreed_minor = 0;
-  response->capability_flags = NXMEM_CAP_ALLOCATOR;
-  return ok();
+  return example_negotiate("eager-host", 0, 0, NXMEM_CAP_ALLOCATOR, request, response);
 }
 
 NxmemStatus NxmemCreateAllocatorFactories(const NxmemAllocatorFactoryVtable** out, uint64_t max, uint64_t* count) {
-  if (out == NULL || count == NULL) return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
+  if (out == NULL || count == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
   *count = 0;
-  if (max < 1) return status(NXMEM_STATUS_SHORT_STRUCT, "eager-host: no room for its one factory");
+  if (max < 1) return example_status(NXMEM_STATUS_SHORT_STRUCT, "eager-host: no room for its one factory");
   out[0] = &factory;
   *count = 1;
   atomic_fetch_add(&live_factories, 1);
-  return ok();
+  return example_ok();
 }
 
 NxmemStatus NxmemQueryUnloadReadiness(NxmemUnloadReport* report) {
-  if (report == NULL) return status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
+  if (report == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
   memset(report, 0, sizeof *report);
   report->struct_size = sizeof *report;
   report->live_allocators = atomic_load(&live_allocators) + atomic_load(&live_factories);
   report->live_allocations = atomic_load(&live_allocations);
-  return ok();
+  return example_ok();
 }

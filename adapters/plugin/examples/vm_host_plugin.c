@@ -1,0 +1,1106 @@
+/* adapters/plugin/examples/vm_host_plugin.c: an nxmem plugin over the
+ * operating system's virtual memory, at ABI minor 1. One factory, "vm-host",
+ * offers the allocator with virtual backing, shared mapping and the
+ * structured release.
+ *
+ * An allocation is a reservation of address space (mmap PROT_NONE) carved
+ * into granules of one page. A granule is unmapped, committed (private
+ * read-write memory) or shared (a read-only mapping of a prefix's memfd).
+ * Committed bytes are kept as byte ranges as well as granules, because two
+ * ranges that share a granule must keep it mapped until both are gone; the
+ * bytes a decommit or release reports are the granules it really unmapped,
+ * since a governor credits exactly that number back.
+ *
+ * A shared prefix is a memfd, mapped read-write once for its owner (the
+ * handle's device_ptr) and read-only with MAP_FIXED into each target. The
+ * kernel keeps the pages while the owner window or any mapping exists, so
+ * dropping the last handle reference only closes the owner's side; the
+ * record lives on while mappings remain, for the unload report.
+ *
+ * Every call that names an allocation is checked in the ABI's order: the
+ * mechanism, then the device, then whether this allocator holds that id at
+ * that address, size and alignment. A refusal changes nothing: commits and
+ * decommits undo their own system calls, and the bookkeeping they need is
+ * allocated before the first call is made.
+ *
+ * One mutex per allocator guards its tables. It is held across mmap,
+ * mprotect and madvise where a change must be atomic with the tables (those
+ * calls do not block indefinitely); allocate and release do their large
+ * mapping work on a region nobody else can reach. This plugin makes no
+ * callback into the host.
+ */
+#define _GNU_SOURCE /* memfd_create, MAP_ANONYMOUS, MAP_NORESERVE, madvise */
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "adapters/plugin/examples/example_support.h"
+#include "adapters/plugin/nxmem_abi.h"
+
+#define MECHANISM_ID 0x766d2d686f7374ull /* "vm-host" */
+#define NAME "vm-host"
+
+#define PLUGIN_CAPS \
+  (NXMEM_CAP_ALLOCATOR | NXMEM_CAP_VIRTUAL_BACKING | NXMEM_CAP_SHARED_MAPPING | NXMEM_CAP_STRUCTURED_RELEASE)
+
+static int failed(NxmemStatus s) { return s.code != NXMEM_STATUS_OK; }
+
+/* strerror's buffer is shared between threads; the GNU strerror_r is not. */
+static const char* error_text(int error, char* buffer, size_t size) {
+#if defined(__GLIBC__)
+  return strerror_r(error, buffer, size);
+#else
+  if (strerror_r(error, buffer, size) != 0) snprintf(buffer, size, "errno %d", error);
+  return buffer;
+#endif
+}
+
+/* A failed system call is the host running out when the kernel says so, and
+ * a fault of the mechanism otherwise. */
+static uint32_t code_of_errno(int error) {
+  return error == ENOMEM || error == EAGAIN ? NXMEM_STATUS_OUT_OF_MEMORY : NXMEM_STATUS_DEVICE_ERROR;
+}
+
+static int is_power_of_two(uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
+
+/* ---- committed byte ranges --------------------------------------------- */
+
+/* Disjoint, non-touching, sorted half-open ranges. Every change needs at most
+ * one more slot than the set has, and that slot is reserved before the first
+ * system call of the change, so updating the set after the calls cannot fail. */
+typedef struct Span {
+  uint64_t begin;
+  uint64_t end;
+} Span;
+
+typedef struct SpanSet {
+  Span* items;
+  size_t count;
+  size_t capacity;
+} SpanSet;
+
+static int spans_reserve_one(SpanSet* set) {
+  if (set->count < set->capacity) return 1;
+  const size_t capacity = set->capacity == 0 ? 4 : set->capacity * 2;
+  Span* items = realloc(set->items, capacity * sizeof *items);
+  if (items == NULL) return 0;
+  set->items = items;
+  set->capacity = capacity;
+  return 1;
+}
+
+/* Replaces items [first, last) with `count` new ones. */
+static void spans_splice(SpanSet* set, size_t first, size_t last, const Span* with, size_t count) {
+  memmove(set->items + first + count, set->items + last, (set->count - last) * sizeof *set->items);
+  memcpy(set->items + first, with, count * sizeof *with);
+  set->count = set->count - (last - first) + count;
+}
+
+static void spans_add(SpanSet* set, uint64_t begin, uint64_t end) {
+  if (begin >= end) return;
+  size_t first = 0;
+  while (first < set->count && set->items[first].end < begin) ++first;
+  size_t last = first;
+  while (last < set->count && set->items[last].begin <= end) ++last;
+  Span merged = {begin, end};
+  if (first < last) {
+    if (set->items[first].begin < merged.begin) merged.begin = set->items[first].begin;
+    if (set->items[last - 1].end > merged.end) merged.end = set->items[last - 1].end;
+  }
+  spans_splice(set, first, last, &merged, 1);
+}
+
+static void spans_remove(SpanSet* set, uint64_t begin, uint64_t end) {
+  if (begin >= end) return;
+  size_t first = 0;
+  while (first < set->count && set->items[first].end <= begin) ++first;
+  size_t last = first;
+  while (last < set->count && set->items[last].begin < end) ++last;
+  if (first == last) return;
+  Span pieces[2];
+  size_t count = 0;
+  if (set->items[first].begin < begin) pieces[count++] = (Span){set->items[first].begin, begin};
+  if (set->items[last - 1].end > end) pieces[count++] = (Span){end, set->items[last - 1].end};
+  spans_splice(set, first, last, pieces, count);
+}
+
+static int spans_intersect(const SpanSet* set, uint64_t begin, uint64_t end) {
+  if (begin >= end) return 0;
+  for (size_t i = 0; i < set->count; ++i) {
+    if (set->items[i].begin < end && set->items[i].end > begin) return 1;
+  }
+  return 0;
+}
+
+/* ---- prefixes, regions, allocators --------------------------------------- */
+
+enum { GRANULE_UNMAPPED = 0, GRANULE_COMMITTED = 1, GRANULE_SHARED = 2, GRANULE_COMMITTING = 3 };
+
+typedef struct Prefix {
+  uint64_t handle;
+  int fd;          /* -1 once the last reference is gone */
+  uint8_t* window; /* the owner's read-write view; NULL with fd */
+  uint64_t mapped_bytes;
+  uint64_t requested_bytes;
+  uint64_t references; /* handle references */
+  uint64_t mappings;   /* mappings into live regions */
+  struct Prefix* next;
+} Prefix;
+
+typedef struct Region {
+  uint64_t id;
+  uint8_t* base;
+  uint64_t bytes;
+  uint64_t align;
+  uint64_t granule_count; /* covers max(bytes, 1), so zero bytes still own an address */
+  uint8_t* granules;
+  SpanSet committed;
+  Prefix** prefixes; /* one entry per mapping in this region */
+  size_t prefix_count;
+  size_t prefix_capacity;
+  struct Region* next; /* hash chain */
+} Region;
+
+typedef struct Allocator {
+  NxmemAllocatorVtable vtable;
+  NxmemVirtualBackingVtable virtual_backing;
+  NxmemSharedMappingVtable shared_mapping;
+  uint64_t granule;
+  pthread_mutex_t mutex;
+  Region** buckets; /* guarded by mutex, as is everything below */
+  size_t bucket_count;
+  size_t region_count;
+  Prefix* prefixes;
+  atomic_uint_fast64_t references;
+} Allocator;
+
+static atomic_uint_fast64_t live_allocators;
+static atomic_uint_fast64_t live_allocations;
+static atomic_uint_fast64_t live_views;
+static atomic_uint_fast64_t live_capabilities;
+static atomic_uint_fast64_t live_factories;
+/* Handles are unique across allocators, so one allocator never mistakes
+ * another's prefix for its own. */
+static atomic_uint_fast64_t next_handle = 1;
+static atomic_uint negotiated_minor = 1;
+
+static uint64_t round_up(uint64_t value, uint64_t unit) { return (value + unit - 1) & ~(unit - 1); }
+
+static NxmemStatus check_identity(const Allocator* self, uint64_t mechanism_id, NxmemDeviceId device) {
+  if (mechanism_id != MECHANISM_ID) return example_status(NXMEM_STATUS_WRONG_MECHANISM, NAME ": not this mechanism's");
+  if (device.tier != self->vtable.device.tier || device.index != self->vtable.device.index) {
+    return example_status(NXMEM_STATUS_WRONG_DEVICE, NAME ": not this allocator's device");
+  }
+  return example_ok();
+}
+
+static size_t bucket_of(uint64_t id, size_t bucket_count) {
+  return (size_t)((id * 0x9e3779b97f4a7c15ull) >> 32) & (bucket_count - 1);
+}
+
+/* Caller holds the mutex. */
+static Region* find_region(const Allocator* self, const NxmemAllocation* allocation) {
+  for (Region* region = self->buckets[bucket_of(allocation->allocation_id, self->bucket_count)]; region != NULL;
+       region = region->next) {
+    if (region->id != allocation->allocation_id) continue;
+    if (region->base != allocation->ptr || region->bytes != allocation->bytes || region->align != allocation->align) {
+      return NULL;
+    }
+    return region;
+  }
+  return NULL;
+}
+
+/* The identity checks in the ABI's order; caller holds the mutex. */
+static NxmemStatus lookup(const Allocator* self, const NxmemAllocation* allocation, Region** out) {
+  NxmemStatus identity = check_identity(self, allocation->mechanism_id, allocation->device);
+  if (failed(identity)) return identity;
+  *out = find_region(self, allocation);
+  if (*out == NULL) {
+    return example_statusf(NXMEM_STATUS_UNKNOWN_ALLOCATION,
+                   NAME ": no live allocation %llu of %llu bytes at alignment %llu at this address",
+                   (unsigned long long)allocation->allocation_id, (unsigned long long)allocation->bytes,
+                   (unsigned long long)allocation->align);
+  }
+  return example_ok();
+}
+
+/* Caller holds the mutex. Growing is best effort: a longer chain is slower,
+ * never wrong, so running out of memory here refuses nothing. */
+static void grow_buckets(Allocator* self) {
+  if (self->region_count < self->bucket_count * 2) return;
+  const size_t count = self->bucket_count * 2;
+  Region** buckets = calloc(count, sizeof *buckets);
+  if (buckets == NULL) return;
+  for (size_t i = 0; i < self->bucket_count; ++i) {
+    for (Region* region = self->buckets[i]; region != NULL;) {
+      Region* next = region->next;
+      const size_t b = bucket_of(region->id, count);
+      region->next = buckets[b];
+      buckets[b] = region;
+      region = next;
+    }
+  }
+  free(self->buckets);
+  self->buckets = buckets;
+  self->bucket_count = count;
+}
+
+/* Caller holds the mutex. 0 when the id is already live. */
+static int insert_region(Allocator* self, Region* region) {
+  const size_t b = bucket_of(region->id, self->bucket_count);
+  for (const Region* other = self->buckets[b]; other != NULL; other = other->next) {
+    if (other->id == region->id) return 0;
+  }
+  region->next = self->buckets[b];
+  self->buckets[b] = region;
+  ++self->region_count;
+  grow_buckets(self);
+  return 1;
+}
+
+/* Caller holds the mutex. */
+static void unlink_region(Allocator* self, Region* region) {
+  Region** link = &self->buckets[bucket_of(region->id, self->bucket_count)];
+  while (*link != region) link = &(*link)->next;
+  *link = region->next;
+  --self->region_count;
+}
+
+static uint64_t mapped_granules(const Region* region) {
+  uint64_t count = 0;
+  for (uint64_t g = 0; g < region->granule_count; ++g) count += region->granules[g] != GRANULE_UNMAPPED;
+  return count;
+}
+
+/* Closes the owner's side of a prefix whose last reference went. */
+static void close_prefix(Prefix* prefix) {
+  munmap(prefix->window, prefix->mapped_bytes);
+  close(prefix->fd);
+  prefix->window = NULL;
+  prefix->fd = -1;
+  atomic_fetch_sub(&live_capabilities, 1);
+}
+
+/* Caller holds the mutex. The record goes once neither a reference nor a
+ * mapping holds the prefix. */
+static void forget_prefix_if_unheld(Allocator* self, Prefix* prefix) {
+  if (prefix->references != 0 || prefix->mappings != 0) return;
+  Prefix** link = &self->prefixes;
+  while (*link != prefix) link = &(*link)->next;
+  *link = prefix->next;
+  free(prefix);
+}
+
+/* Caller holds the mutex; the region's mappings are already gone. */
+static void detach_prefixes(Allocator* self, Region* region) {
+  for (size_t i = 0; i < region->prefix_count; ++i) {
+    Prefix* prefix = region->prefixes[i];
+    --prefix->mappings;
+    atomic_fetch_sub(&live_views, 1);
+    forget_prefix_if_unheld(self, prefix);
+  }
+  region->prefix_count = 0;
+}
+
+static void free_region(Region* region) {
+  free(region->granules);
+  free(region->committed.items);
+  free(region->prefixes);
+  free(region);
+}
+
+static uint8_t* granule_at(const Region* region, uint64_t g, uint64_t granule) { return region->base + g * granule; }
+
+/* Commits [offset, offset + length) of a region the caller may change (its
+ * mutex is held, or nobody else can reach the region yet). Only unmapped
+ * granules are mapped, a run at a time; a failure unmaps what this call
+ * mapped. The range is inside the region. */
+static NxmemStatus commit_locked(Region* region, uint64_t offset, uint64_t length, uint64_t granule) {
+  if (length == 0) return example_ok();
+  const uint64_t first = offset / granule;
+  const uint64_t last = (offset + length - 1) / granule;
+  for (uint64_t g = first; g <= last; ++g) {
+    if (region->granules[g] == GRANULE_SHARED) {
+      return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT,
+                     NAME ": range %llu+%llu overlaps a read-only shared prefix mapping; nothing was changed",
+                     (unsigned long long)offset, (unsigned long long)length);
+    }
+  }
+  if (!spans_reserve_one(&region->committed)) {
+    return example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for the committed-range record");
+  }
+  for (uint64_t g = first; g <= last;) {
+    if (region->granules[g] != GRANULE_UNMAPPED) {
+      ++g;
+      continue;
+    }
+    uint64_t end = g;
+    while (end <= last && region->granules[end] == GRANULE_UNMAPPED) ++end;
+    if (mprotect(granule_at(region, g, granule), (end - g) * granule, PROT_READ | PROT_WRITE) != 0) {
+      const int error = errno;
+      /* A failed mprotect may have changed part of its run: that run goes
+       * back too, with every run this call mapped before it. */
+      mprotect(granule_at(region, g, granule), (end - g) * granule, PROT_NONE);
+      for (uint64_t back = first; back < g; ++back) {
+        if (region->granules[back] != GRANULE_COMMITTING) continue;
+        mprotect(granule_at(region, back, granule), granule, PROT_NONE);
+        region->granules[back] = GRANULE_UNMAPPED;
+      }
+      char text[128];
+      return example_statusf(code_of_errno(error), NAME ": mprotect could not commit %llu bytes (%s); nothing was changed",
+                     (unsigned long long)((end - g) * granule), error_text(error, text, sizeof text));
+    }
+    for (uint64_t k = g; k < end; ++k) region->granules[k] = GRANULE_COMMITTING;
+    g = end;
+  }
+  for (uint64_t g = first; g <= last; ++g) {
+    if (region->granules[g] == GRANULE_COMMITTING) region->granules[g] = GRANULE_COMMITTED;
+  }
+  spans_add(&region->committed, offset, offset + length);
+  return example_ok();
+}
+
+static int range_inside(uint64_t offset, uint64_t length, uint64_t bytes) {
+  return offset <= bytes && length <= bytes - offset;
+}
+
+static NxmemStatus outside(uint64_t offset, uint64_t length, uint64_t bytes) {
+  return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT,
+                 NAME ": range %llu+%llu lies outside the allocation of %llu bytes; nothing was changed",
+                 (unsigned long long)offset, (unsigned long long)length, (unsigned long long)bytes);
+}
+
+/* ---- the allocator ------------------------------------------------------ */
+
+/* Reserves and commits a new allocation. Its mapping work happens before the
+ * region is in the table, so no lock is held across it. */
+static NxmemStatus make_allocation(Allocator* self, const NxmemAllocRequest* request, const NxmemByteRange* ranges,
+                                   uint64_t range_count, NxmemAllocResult* result) {
+  if (request->struct_size < sizeof(NxmemAllocRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
+  NxmemStatus identity = check_identity(self, request->mechanism_id, request->device);
+  if (failed(identity)) return identity;
+  const uint64_t bytes = request->bytes;
+  const uint64_t align = request->align;
+  if (!is_power_of_two(align)) {
+    return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": alignment %llu is not a power of two", (unsigned long long)align);
+  }
+  if (request->allocation_id == 0) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": allocation id 0");
+  const uint64_t granule = self->granule;
+  const uint64_t boundary = align > granule ? align : granule;
+  const uint64_t wanted = bytes == 0 ? 1 : bytes;
+  /* The reservation is the span plus room to slide it to the boundary. */
+  int overflows = wanted > UINT64_MAX - (granule - 1) || round_up(wanted, granule) > UINT64_MAX - boundary;
+#if SIZE_MAX < UINT64_MAX
+  if (!overflows && round_up(wanted, granule) + boundary - granule > (uint64_t)SIZE_MAX) overflows = 1;
+#endif
+  if (overflows) {
+    return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT,
+                   NAME ": the size %llu overflows when rounded up to whole granules of %llu bytes at alignment %llu",
+                   (unsigned long long)bytes, (unsigned long long)granule, (unsigned long long)align);
+  }
+  const uint64_t span = round_up(wanted, granule);
+  const uint64_t reserved = span + boundary - granule;
+  if (range_count != 0 && ranges == NULL) {
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": committed_ranges is NULL with a non-zero count");
+  }
+  for (uint64_t i = 0; i < range_count; ++i) {
+    if (!range_inside(ranges[i].offset, ranges[i].bytes, bytes)) {
+      return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT,
+                     NAME ": committed range %llu+%llu lies outside the allocation of %llu bytes",
+                     (unsigned long long)ranges[i].offset, (unsigned long long)ranges[i].bytes,
+                     (unsigned long long)bytes);
+    }
+  }
+
+  Region* region = calloc(1, sizeof *region);
+  if (region == NULL) return example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for the allocation's record");
+  void* raw = mmap(NULL, (size_t)reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) {
+    const int error = errno;
+    free(region);
+    char text[128];
+    return example_statusf(code_of_errno(error), NAME ": mmap could not reserve %llu bytes of address space: %s",
+                   (unsigned long long)reserved, error_text(error, text, sizeof text));
+  }
+  /* Trim both ends back to the aligned span. */
+  const uintptr_t start = (uintptr_t)raw;
+  const uintptr_t aligned = (start + (uintptr_t)boundary - 1) & ~((uintptr_t)boundary - 1);
+  if (aligned > start) munmap(raw, aligned - start);
+  if (start + reserved > aligned + span) munmap((void*)(aligned + span), start + reserved - (aligned + span));
+  region->id = request->allocation_id;
+  region->base = (uint8_t*)aligned;
+  region->bytes = bytes;
+  region->align = align;
+  region->granule_count = span / granule;
+  region->granules = calloc((size_t)region->granule_count, 1);
+  NxmemStatus outcome = example_ok();
+  if (region->granules == NULL) outcome = example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for the granule map");
+  for (uint64_t i = 0; i < range_count && !failed(outcome); ++i) {
+    outcome = commit_locked(region, ranges[i].offset, ranges[i].bytes, granule);
+  }
+  /* Counted before the region is reachable: from then on it is the table's. */
+  const uint64_t mapped = failed(outcome) ? 0 : mapped_granules(region) * granule;
+  if (!failed(outcome)) {
+    pthread_mutex_lock(&self->mutex);
+    const int inserted = insert_region(self, region);
+    if (inserted) atomic_fetch_add(&live_allocations, 1);
+    pthread_mutex_unlock(&self->mutex);
+    if (!inserted) {
+      outcome = example_statusf(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": allocation id %llu is already live",
+                        (unsigned long long)request->allocation_id);
+    }
+  }
+  if (failed(outcome)) {
+    munmap(region->base, (size_t)span);
+    free_region(region);
+    return outcome;
+  }
+  memset(result, 0, sizeof *result);
+  result->struct_size = sizeof *result;
+  result->ptr = (uint8_t*)aligned;
+  result->owned_bytes = mapped;
+  result->mapped_bytes = mapped;
+  return example_ok();
+}
+
+static NxmemStatus vm_allocate(void* ctx, const NxmemAllocRequest* request, NxmemAllocResult* result) {
+  if (request == NULL || result == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (request->struct_size < sizeof(NxmemAllocRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
+  /* An ordinary allocation is usable throughout: all of it is committed. */
+  const NxmemByteRange whole = {0, request->bytes};
+  return make_allocation(ctx, request, &whole, request->bytes == 0 ? 0 : 1, result);
+}
+
+/* Ends an allocation: every mapped granule (committed or shared) goes with the
+ * reservation in one munmap, so a failure has changed nothing. */
+static NxmemStatus take_back(Allocator* self, const NxmemAllocation* allocation, uint64_t* unmapped_out) {
+  if (allocation->struct_size < sizeof(NxmemAllocation)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short allocation");
+  Region* region = NULL;
+  pthread_mutex_lock(&self->mutex);
+  NxmemStatus found = lookup(self, allocation, &region);
+  if (!failed(found)) unlink_region(self, region); /* nobody else reaches it while it is unmapped */
+  pthread_mutex_unlock(&self->mutex);
+  if (failed(found)) return found;
+  const uint64_t unmapped = mapped_granules(region) * self->granule;
+  if (munmap(region->base, (size_t)(region->granule_count * self->granule)) != 0) {
+    const int error = errno;
+    pthread_mutex_lock(&self->mutex);
+    insert_region(self, region);
+    pthread_mutex_unlock(&self->mutex);
+    char text[128];
+    return example_statusf(code_of_errno(error), NAME ": munmap of the allocation failed (%s); nothing was changed",
+                   error_text(error, text, sizeof text));
+  }
+  pthread_mutex_lock(&self->mutex);
+  detach_prefixes(self, region);
+  pthread_mutex_unlock(&self->mutex);
+  free_region(region);
+  atomic_fetch_sub(&live_allocations, 1);
+  *unmapped_out = unmapped;
+  return example_ok();
+}
+
+static NxmemStatus vm_deallocate(void* ctx, const NxmemAllocation* allocation, uint64_t* unmapped_out) {
+  if (allocation == NULL || unmapped_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  return take_back(ctx, allocation, unmapped_out);
+}
+
+static NxmemStatus vm_release_allocation(void* ctx, const NxmemAllocation* allocation, NxmemReleaseOutcome* outcome) {
+  if (allocation == NULL || outcome == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  memset(outcome, 0, sizeof *outcome);
+  outcome->struct_size = sizeof *outcome;
+  uint64_t unmapped = 0;
+  const NxmemStatus done = take_back(ctx, allocation, &unmapped);
+  if (failed(done)) {
+    /* Nothing was changed: the allocation, if it is one, is still live. */
+    outcome->state = NXMEM_RELEASE_FAILED;
+    outcome->failure = done;
+    return example_ok();
+  }
+  outcome->state = NXMEM_RELEASE_COMPLETE;
+  outcome->allocation_bytes = allocation->bytes;
+  outcome->unmapped_bytes = unmapped;
+  return example_ok();
+}
+
+static void vm_retain(void* ctx) { atomic_fetch_add(&((Allocator*)ctx)->references, 1); }
+
+static void vm_release(void* ctx) {
+  Allocator* self = ctx;
+  if (atomic_fetch_sub(&self->references, 1) != 1) return;
+  /* The host gives back what it holds first; whatever is left goes here so
+   * the module can be unloaded. */
+  for (size_t b = 0; b < self->bucket_count; ++b) {
+    for (Region* region = self->buckets[b]; region != NULL;) {
+      Region* next = region->next;
+      munmap(region->base, (size_t)(region->granule_count * self->granule));
+      detach_prefixes(self, region);
+      free_region(region);
+      atomic_fetch_sub(&live_allocations, 1);
+      region = next;
+    }
+  }
+  for (Prefix* prefix = self->prefixes; prefix != NULL;) {
+    Prefix* next = prefix->next;
+    if (prefix->references != 0) close_prefix(prefix);
+    free(prefix);
+    prefix = next;
+  }
+  free(self->buckets);
+  pthread_mutex_destroy(&self->mutex);
+  free(self);
+  atomic_fetch_sub(&live_allocators, 1);
+}
+
+/* ---- virtual backing ---------------------------------------------------- */
+
+static NxmemStatus vm_allocate_committed(void* ctx, const NxmemAllocRequest* request, NxmemAllocResult* result) {
+  if (request == NULL || result == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (request->struct_size < sizeof(NxmemAllocRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
+  return make_allocation(ctx, request, request->committed_ranges, request->committed_range_count, result);
+}
+
+static NxmemStatus vm_commit_range(void* ctx, const NxmemRangeRequest* request) {
+  Allocator* self = ctx;
+  if (request == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (request->struct_size < sizeof(NxmemRangeRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
+  Region* region = NULL;
+  pthread_mutex_lock(&self->mutex);
+  NxmemStatus outcome = lookup(self, &request->allocation, &region);
+  if (!failed(outcome)) {
+    if (!range_inside(request->range.offset, request->range.bytes, region->bytes)) {
+      outcome = outside(request->range.offset, request->range.bytes, region->bytes);
+    } else {
+      outcome = commit_locked(region, request->range.offset, request->range.bytes, self->granule);
+    }
+  }
+  pthread_mutex_unlock(&self->mutex);
+  return outcome;
+}
+
+/* A granule the decommit may unmap: committed, and holding no committed byte
+ * outside [begin, end). */
+static int is_victim(const Region* region, uint64_t g, uint64_t begin, uint64_t end, uint64_t granule) {
+  if (region->granules[g] != GRANULE_COMMITTED) return 0;
+  const uint64_t low = g * granule;
+  const uint64_t high = low + granule;
+  return !spans_intersect(&region->committed, low, begin > low ? begin : low) &&
+         !spans_intersect(&region->committed, end < high ? end : high, high);
+}
+
+enum { VICTIMS_PROTECT_NONE, VICTIMS_PROTECT_READ_WRITE, VICTIMS_DISCARD };
+
+/* Applies one step of a decommit to each run of victims in [first, last].
+ * 0 with errno on the first failure. Putting access back (READ_WRITE) goes
+ * over every run, so it also mends a run a failed call changed in part. */
+static int each_victim_run(const Region* region, uint64_t first, uint64_t last, uint64_t begin, uint64_t end,
+                           uint64_t granule, int step) {
+  for (uint64_t g = first; g <= last;) {
+    if (!is_victim(region, g, begin, end, granule)) {
+      ++g;
+      continue;
+    }
+    uint64_t run = g;
+    while (run <= last && is_victim(region, run, begin, end, granule)) ++run;
+    void* at = granule_at(region, g, granule);
+    const size_t length = (size_t)((run - g) * granule);
+    const int done = step == VICTIMS_DISCARD          ? madvise(at, length, MADV_DONTNEED) == 0
+                     : step == VICTIMS_PROTECT_NONE ? mprotect(at, length, PROT_NONE) == 0
+                                                    : mprotect(at, length, PROT_READ | PROT_WRITE) == 0;
+    if (!done) return 0;
+    g = run;
+  }
+  return 1;
+}
+
+static NxmemStatus vm_decommit_range(void* ctx, const NxmemRangeRequest* request, uint64_t* unmapped_out) {
+  Allocator* self = ctx;
+  if (request == NULL || unmapped_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (request->struct_size < sizeof(NxmemRangeRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
+  const uint64_t granule = self->granule;
+  const uint64_t begin = request->range.offset;
+  const uint64_t length = request->range.bytes;
+  Region* region = NULL;
+  pthread_mutex_lock(&self->mutex);
+  NxmemStatus outcome = lookup(self, &request->allocation, &region);
+  if (failed(outcome)) goto done;
+  if (!range_inside(begin, length, region->bytes)) {
+    outcome = outside(begin, length, region->bytes);
+    goto done;
+  }
+  if (length == 0) {
+    *unmapped_out = 0;
+    goto done;
+  }
+  if (!spans_reserve_one(&region->committed)) {
+    outcome = example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for the committed-range record");
+    goto done;
+  }
+  {
+    const uint64_t end = begin + length;
+    const uint64_t first = begin / granule;
+    const uint64_t last = (end - 1) / granule;
+    /* Access first (reversible), then discard the pages: a failure puts
+     * every granule's access back as it was. */
+    const int steps[2] = {VICTIMS_PROTECT_NONE, VICTIMS_DISCARD};
+    for (int i = 0; i < 2; ++i) {
+      if (!each_victim_run(region, first, last, begin, end, granule, steps[i])) {
+        const int error = errno;
+        each_victim_run(region, first, last, begin, end, granule, VICTIMS_PROTECT_READ_WRITE);
+        char text[128];
+        outcome = example_statusf(code_of_errno(error), NAME ": %s failed while decommitting (%s); the range stays committed",
+                          i == 0 ? "mprotect" : "madvise", error_text(error, text, sizeof text));
+        goto done;
+      }
+    }
+    /* The victims are decided against the set before the range leaves it. */
+    uint64_t unmapped = 0;
+    for (uint64_t g = first; g <= last; ++g) {
+      if (!is_victim(region, g, begin, end, granule)) continue;
+      region->granules[g] = GRANULE_UNMAPPED;
+      unmapped += granule;
+    }
+    spans_remove(&region->committed, begin, end);
+    *unmapped_out = unmapped;
+  }
+done:
+  pthread_mutex_unlock(&self->mutex);
+  return outcome;
+}
+
+typedef struct Touch {
+  uintptr_t base;
+  uint64_t first;
+  uint64_t end;
+} Touch;
+
+static int touch_order(const void* a, const void* b) {
+  const Touch* x = a;
+  const Touch* y = b;
+  if (x->base != y->base) return x->base < y->base ? -1 : 1;
+  if (x->first != y->first) return x->first < y->first ? -1 : 1;
+  return 0;
+}
+
+/* Counts granules, each once however many ranges touch it. */
+static NxmemStatus vm_mapped_bytes_for_ranges(void* ctx, const NxmemRangeRequest* requests, uint64_t count,
+                                              uint64_t* mapped_out) {
+  Allocator* self = ctx;
+  if (mapped_out == NULL || (count != 0 && requests == NULL)) {
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  }
+  if (count == 0) {
+    *mapped_out = 0;
+    return example_ok();
+  }
+  if (count > SIZE_MAX / sizeof(Touch)) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": too many ranges");
+  Touch* touches = malloc((size_t)count * sizeof *touches);
+  if (touches == NULL) return example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory to estimate the ranges");
+  const uint64_t granule = self->granule;
+  size_t used = 0;
+  NxmemStatus outcome = example_ok();
+  pthread_mutex_lock(&self->mutex);
+  for (uint64_t i = 0; i < count && !failed(outcome); ++i) {
+    const NxmemRangeRequest* request = &requests[i];
+    Region* region = NULL;
+    if (request->struct_size < sizeof(NxmemRangeRequest)) {
+      outcome = example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short range request");
+    } else if (!failed(outcome = lookup(self, &request->allocation, &region))) {
+      if (!range_inside(request->range.offset, request->range.bytes, region->bytes)) {
+        outcome = outside(request->range.offset, request->range.bytes, region->bytes);
+      } else if (request->range.bytes != 0) {
+        touches[used++] = (Touch){(uintptr_t)region->base, request->range.offset / granule,
+                                  (request->range.offset + request->range.bytes - 1) / granule + 1};
+      }
+    }
+  }
+  pthread_mutex_unlock(&self->mutex);
+  if (!failed(outcome)) {
+    qsort(touches, used, sizeof *touches, touch_order);
+    uint64_t granules = 0;
+    for (size_t i = 0; i < used;) {
+      const uintptr_t base = touches[i].base;
+      uint64_t first = touches[i].first;
+      uint64_t end = touches[i].end;
+      for (++i; i < used && touches[i].base == base && touches[i].first <= end; ++i) {
+        if (touches[i].end > end) end = touches[i].end;
+      }
+      granules += end - first;
+    }
+    *mapped_out = granules * granule;
+  }
+  free(touches);
+  return outcome;
+}
+
+static NxmemStatus vm_mapped_bytes_for_allocation(void* ctx, const NxmemAllocRequest* request, uint64_t* mapped_out) {
+  Allocator* self = ctx;
+  if (request == NULL || mapped_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (request->struct_size < sizeof(NxmemAllocRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
+  NxmemStatus identity = check_identity(self, request->mechanism_id, request->device);
+  if (failed(identity)) return identity;
+  if (!is_power_of_two(request->align)) {
+    return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": alignment %llu is not a power of two",
+                   (unsigned long long)request->align);
+  }
+  if (request->bytes > UINT64_MAX - (self->granule - 1)) {
+    return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": the size %llu overflows when rounded up to whole granules",
+                   (unsigned long long)request->bytes);
+  }
+  /* What allocate commits: the bytes, in whole granules. */
+  *mapped_out = round_up(request->bytes, self->granule);
+  return example_ok();
+}
+
+static NxmemStatus vm_committed_bytes(void* ctx, const NxmemAllocation* allocation, uint64_t* committed_out) {
+  Allocator* self = ctx;
+  if (allocation == NULL || committed_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (allocation->struct_size < sizeof(NxmemAllocation)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short allocation");
+  Region* region = NULL;
+  pthread_mutex_lock(&self->mutex);
+  NxmemStatus outcome = lookup(self, allocation, &region);
+  if (!failed(outcome)) {
+    uint64_t count = 0;
+    for (uint64_t g = 0; g < region->granule_count; ++g) count += region->granules[g] == GRANULE_COMMITTED;
+    *committed_out = count * self->granule;
+  }
+  pthread_mutex_unlock(&self->mutex);
+  return outcome;
+}
+
+/* ---- shared mapping ----------------------------------------------------- */
+
+/* A live prefix of this allocator; caller holds the mutex. The cost query and
+ * the commit both refuse through here, so they refuse a foreign prefix alike. */
+static NxmemStatus find_prefix(const Allocator* self, const NxmemSharedPrefixHandle* handle, Prefix** out) {
+  if (handle->struct_size < sizeof(NxmemSharedPrefixHandle)) {
+    return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short prefix handle");
+  }
+  NxmemStatus identity = check_identity(self, handle->mechanism_id, handle->device);
+  if (failed(identity)) return identity;
+  for (Prefix* prefix = self->prefixes; prefix != NULL; prefix = prefix->next) {
+    if (prefix->handle == handle->handle && prefix->references != 0) {
+      *out = prefix;
+      return example_ok();
+    }
+  }
+  return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT,
+                 NAME ": prefix %llu is not a live prefix of this allocator (foreign, unknown or released)",
+                 (unsigned long long)handle->handle);
+}
+
+static NxmemStatus vm_create_shared_prefix(void* ctx, uint64_t mechanism_id, uint64_t bytes,
+                                           NxmemSharedPrefixHandle* handle_out) {
+  Allocator* self = ctx;
+  if (handle_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (mechanism_id != MECHANISM_ID) return example_status(NXMEM_STATUS_WRONG_MECHANISM, NAME ": not this mechanism");
+  if (bytes == 0) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": a shared prefix of zero bytes shares nothing");
+  if (bytes > (uint64_t)INT64_MAX - (self->granule - 1)) {
+    return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": the prefix size %llu overflows when rounded up to whole granules",
+                   (unsigned long long)bytes);
+  }
+  const uint64_t mapped = round_up(bytes, self->granule);
+  Prefix* prefix = calloc(1, sizeof *prefix);
+  if (prefix == NULL) return example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for the prefix record");
+  char text[128];
+  const int fd = memfd_create("nxmem-vm-host-prefix", MFD_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    free(prefix);
+    return example_statusf(code_of_errno(error), NAME ": memfd_create: %s", error_text(error, text, sizeof text));
+  }
+  if (ftruncate(fd, (off_t)mapped) != 0) {
+    const int error = errno;
+    close(fd);
+    free(prefix);
+    return example_statusf(code_of_errno(error), NAME ": ftruncate of the prefix memfd to %llu bytes: %s",
+                   (unsigned long long)mapped, error_text(error, text, sizeof text));
+  }
+  void* window = mmap(NULL, (size_t)mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (window == MAP_FAILED) {
+    const int error = errno;
+    close(fd);
+    free(prefix);
+    return example_statusf(code_of_errno(error), NAME ": mmap of the prefix owner window of %llu bytes: %s",
+                   (unsigned long long)mapped, error_text(error, text, sizeof text));
+  }
+  prefix->handle = atomic_fetch_add(&next_handle, 1);
+  prefix->fd = fd;
+  prefix->window = window;
+  prefix->mapped_bytes = mapped;
+  prefix->requested_bytes = bytes;
+  prefix->references = 1;
+  pthread_mutex_lock(&self->mutex);
+  prefix->next = self->prefixes;
+  self->prefixes = prefix;
+  pthread_mutex_unlock(&self->mutex);
+  atomic_fetch_add(&live_capabilities, 1);
+  memset(handle_out, 0, sizeof *handle_out);
+  handle_out->struct_size = sizeof *handle_out;
+  handle_out->mechanism_id = MECHANISM_ID;
+  handle_out->handle = prefix->handle;
+  handle_out->device = self->vtable.device;
+  handle_out->device_ptr = (uint64_t)(uintptr_t)window;
+  handle_out->committed_physical_bytes = mapped;
+  handle_out->mapped_bytes = mapped;
+  handle_out->requested_bytes = bytes;
+  return example_ok();
+}
+
+static NxmemStatus vm_retain_shared_prefix(void* ctx, const NxmemSharedPrefixHandle* handle) {
+  Allocator* self = ctx;
+  if (handle == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  Prefix* prefix = NULL;
+  pthread_mutex_lock(&self->mutex);
+  NxmemStatus outcome = find_prefix(self, handle, &prefix);
+  if (!failed(outcome)) ++prefix->references;
+  pthread_mutex_unlock(&self->mutex);
+  return outcome;
+}
+
+static NxmemStatus vm_release_shared_prefix(void* ctx, const NxmemSharedPrefixHandle* handle) {
+  Allocator* self = ctx;
+  if (handle == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  Prefix* prefix = NULL;
+  pthread_mutex_lock(&self->mutex);
+  NxmemStatus outcome = find_prefix(self, handle, &prefix);
+  if (!failed(outcome) && --prefix->references == 0) {
+    /* The mappings in targets keep the pages; only the owner's side goes. */
+    close_prefix(prefix);
+    forget_prefix_if_unheld(self, prefix);
+  }
+  pthread_mutex_unlock(&self->mutex);
+  return outcome;
+}
+
+static NxmemStatus vm_incremental_owned_bytes(void* ctx, const NxmemSharedPrefixHandle* handle, uint64_t* bytes_out) {
+  Allocator* self = ctx;
+  if (handle == NULL || bytes_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  Prefix* prefix = NULL;
+  pthread_mutex_lock(&self->mutex);
+  NxmemStatus outcome = find_prefix(self, handle, &prefix);
+  pthread_mutex_unlock(&self->mutex);
+  /* The prefix was charged when it was made; another mapping owns nothing new. */
+  if (!failed(outcome)) *bytes_out = 0;
+  return outcome;
+}
+
+static NxmemStatus vm_commit_shared_prefix(void* ctx, const NxmemSharedPrefixCommitRequest* request,
+                                           NxmemSharedPrefixCommitInfo* info_out) {
+  Allocator* self = ctx;
+  if (request == NULL || info_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (request->struct_size < sizeof(NxmemSharedPrefixCommitRequest)) {
+    return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
+  }
+  const uint64_t granule = self->granule;
+  const uint64_t offset = request->byte_offset;
+  Prefix* prefix = NULL;
+  Region* region = NULL;
+  pthread_mutex_lock(&self->mutex);
+  NxmemStatus outcome = find_prefix(self, &request->prefix, &prefix);
+  if (failed(outcome)) goto done;
+  outcome = lookup(self, &request->allocation, &region);
+  if (failed(outcome)) goto done;
+  if (offset % granule != 0) {
+    outcome = example_statusf(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": offset %llu is not a multiple of the granule %llu",
+                      (unsigned long long)offset, (unsigned long long)granule);
+    goto done;
+  }
+  {
+    const uint64_t span = region->granule_count * granule;
+    if (offset > region->bytes || prefix->requested_bytes > region->bytes - offset ||
+        prefix->mapped_bytes > span - (offset < span ? offset : span)) {
+      outcome = example_statusf(NXMEM_STATUS_INVALID_ARGUMENT,
+                        NAME ": a prefix of %llu bytes does not fit in the allocation of %llu bytes at offset %llu",
+                        (unsigned long long)prefix->requested_bytes, (unsigned long long)region->bytes,
+                        (unsigned long long)offset);
+      goto done;
+    }
+    const uint64_t first = offset / granule;
+    const uint64_t count = prefix->mapped_bytes / granule;
+    for (uint64_t g = first; g < first + count; ++g) {
+      if (region->granules[g] != GRANULE_UNMAPPED) {
+        outcome = example_statusf(NXMEM_STATUS_INVALID_ARGUMENT,
+                          NAME ": the target range at offset %llu is already committed or mapped",
+                          (unsigned long long)offset);
+        goto done;
+      }
+    }
+    /* The only step that can fail for want of memory, before any mapping. */
+    if (region->prefix_count == region->prefix_capacity) {
+      const size_t capacity = region->prefix_capacity == 0 ? 2 : region->prefix_capacity * 2;
+      Prefix** grown = realloc(region->prefixes, capacity * sizeof *grown);
+      if (grown == NULL) {
+        outcome = example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for the mapping record");
+        goto done;
+      }
+      region->prefixes = grown;
+      region->prefix_capacity = capacity;
+    }
+    void* target = region->base + offset;
+    /* One MAP_FIXED call: the whole range maps or none of it does. */
+    if (mmap(target, (size_t)prefix->mapped_bytes, PROT_READ, MAP_SHARED | MAP_FIXED, prefix->fd, 0) == MAP_FAILED) {
+      const int error = errno;
+      /* Keep the range reserved and inaccessible, as it was. */
+      mmap(target, (size_t)prefix->mapped_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+           0);
+      char text[128];
+      outcome = example_statusf(code_of_errno(error), NAME ": mmap of the prefix into the target failed (%s); no mapping was made",
+                        error_text(error, text, sizeof text));
+      goto done;
+    }
+    for (uint64_t g = first; g < first + count; ++g) region->granules[g] = GRANULE_SHARED;
+    region->prefixes[region->prefix_count++] = prefix;
+    ++prefix->mappings;
+    atomic_fetch_add(&live_views, 1);
+    memset(info_out, 0, sizeof *info_out);
+    info_out->struct_size = sizeof *info_out;
+    info_out->additional_owned_bytes = 0; /* charged once, at creation */
+    info_out->newly_mapped_bytes = prefix->mapped_bytes;
+    info_out->granules = count;
+  }
+done:
+  pthread_mutex_unlock(&self->mutex);
+  return outcome;
+}
+
+/* ---- the factory -------------------------------------------------------- */
+
+static NxmemStatus open_allocator(void* ctx, const NxmemOpenRequest* request, const NxmemAllocatorVtable** out) {
+  (void)ctx;
+  if (request == NULL || out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (request->struct_size < sizeof(NxmemOpenRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short open request");
+  if (request->device.tier != NXMEM_TIER_HOST || request->device.index != 0) {
+    return example_status(NXMEM_STATUS_WRONG_DEVICE, NAME ": host memory (host, 0) only");
+  }
+  /* The open's minor is the ceiling: below 1 there is no structured release,
+   * and the vtable is the minor-0 size. */
+  const uint32_t minor = request->abi_minor < 1 ? request->abi_minor : 1;
+  const uint64_t offered = minor >= 1 ? PLUGIN_CAPS : PLUGIN_CAPS & ~NXMEM_CAP_STRUCTURED_RELEASE;
+  if ((request->required_capability_flags & ~offered) != 0) {
+    return example_statusf(NXMEM_STATUS_UNSUPPORTED_CAPABILITY,
+                   NAME ": required capabilities 0x%llx include some it lacks at minor %u (it offers 0x%llx)",
+                   (unsigned long long)request->required_capability_flags, minor, (unsigned long long)offered);
+  }
+  const long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0 || !is_power_of_two((uint64_t)page)) return example_status(NXMEM_STATUS_INTERNAL_ERROR, NAME ": no page size");
+  Allocator* self = calloc(1, sizeof *self);
+  if (self == NULL) return example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for an allocator");
+  self->bucket_count = 64;
+  self->buckets = calloc(self->bucket_count, sizeof *self->buckets);
+  if (self->buckets == NULL) {
+    free(self);
+    return example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for an allocator");
+  }
+  pthread_mutex_init(&self->mutex, NULL);
+  atomic_init(&self->references, 1);
+  self->granule = (uint64_t)page;
+
+  self->virtual_backing.struct_size = sizeof(NxmemVirtualBackingVtable);
+  self->virtual_backing.abi_minor = minor;
+  self->virtual_backing.mechanism_id = MECHANISM_ID;
+  self->virtual_backing.ctx = self;
+  self->virtual_backing.allocate_committed = vm_allocate_committed;
+  self->virtual_backing.commit_range = vm_commit_range;
+  self->virtual_backing.decommit_range = vm_decommit_range;
+  self->virtual_backing.mapped_bytes_for_ranges = vm_mapped_bytes_for_ranges;
+  self->virtual_backing.mapped_bytes_for_allocation = vm_mapped_bytes_for_allocation;
+  self->virtual_backing.committed_bytes = vm_committed_bytes;
+
+  self->shared_mapping.struct_size = sizeof(NxmemSharedMappingVtable);
+  self->shared_mapping.abi_minor = minor;
+  self->shared_mapping.mechanism_id = MECHANISM_ID;
+  self->shared_mapping.ctx = self;
+  self->shared_mapping.create_shared_prefix = vm_create_shared_prefix;
+  self->shared_mapping.retain_shared_prefix = vm_retain_shared_prefix;
+  self->shared_mapping.release_shared_prefix = vm_release_shared_prefix;
+  self->shared_mapping.incremental_owned_bytes = vm_incremental_owned_bytes;
+  self->shared_mapping.commit_shared_prefix = vm_commit_shared_prefix;
+
+  self->vtable.struct_size = minor >= 1 ? sizeof(NxmemAllocatorVtable) : NXMEM_ALLOCATOR_VTABLE_SIZE_MINOR0;
+  self->vtable.abi_minor = minor;
+  self->vtable.mechanism_id = MECHANISM_ID;
+  self->vtable.device = request->device;
+  self->vtable.capability_flags = offered;
+  self->vtable.name = (const uint8_t*)NAME;
+  self->vtable.ctx = self;
+  self->vtable.allocate = vm_allocate;
+  self->vtable.deallocate = vm_deallocate;
+  self->vtable.retain = vm_retain;
+  self->vtable.release = vm_release;
+  self->vtable.virtual_backing = &self->virtual_backing;
+  self->vtable.shared_mapping = &self->shared_mapping;
+  /* No deferred release: enqueue_release, drain_releases and
+   * pending_release_count stay NULL. */
+  self->vtable.release_allocation = minor >= 1 ? vm_release_allocation : NULL;
+  atomic_fetch_add(&live_allocators, 1);
+  *out = &self->vtable;
+  return example_ok();
+}
+
+static void release_factory(void* ctx) {
+  (void)ctx;
+  atomic_fetch_sub(&live_factories, 1);
+}
+
+/* One table per minor, so a factory never claims a bit the negotiation left out. */
+static const NxmemAllocatorFactoryVtable factories[2] = {
+    {
+        .struct_size = sizeof(NxmemAllocatorFactoryVtable),
+        .abi_minor = 0,
+        .name = (const uint8_t*)NAME,
+        .device = {NXMEM_TIER_HOST, 0},
+        .capability_flags = PLUGIN_CAPS & ~NXMEM_CAP_STRUCTURED_RELEASE,
+        .ctx = NULL,
+        .open_allocator = open_allocator,
+        .release = release_factory,
+    },
+    {
+        .struct_size = sizeof(NxmemAllocatorFactoryVtable),
+        .abi_minor = 1,
+        .name = (const uint8_t*)NAME,
+        .device = {NXMEM_TIER_HOST, 0},
+        .capability_flags = PLUGIN_CAPS,
+        .ctx = NULL,
+        .open_allocator = open_allocator,
+        .release = release_factory,
+    },
+};
+
+/* ---- the exports -------------------------------------------------------- */
+
+NxmemStatus NxmemNegotiate(const NxmemNegotiateRequest* request, NxmemNegotiateResponse* response) {
+  const NxmemStatus answer = example_negotiate(NAME, 0, 1, PLUGIN_CAPS, request, response);
+  if (answer.code == NXMEM_STATUS_OK) atomic_store(&negotiated_minor, response->agreed_minor);
+  return answer;
+}
+
+NxmemStatus NxmemCreateAllocatorFactories(const NxmemAllocatorFactoryVtable** out, uint64_t max, uint64_t* count) {
+  if (out == NULL || count == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  *count = 0;
+  if (max < 1) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": no room for its one factory");
+  out[0] = &factories[atomic_load(&negotiated_minor) >= 1 ? 1 : 0];
+  *count = 1;
+  atomic_fetch_add(&live_factories, 1);
+  return example_ok();
+}
+
+NxmemStatus NxmemQueryUnloadReadiness(NxmemUnloadReport* report) {
+  if (report == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  memset(report, 0, sizeof *report);
+  report->struct_size = sizeof *report;
+  report->live_allocators = atomic_load(&live_allocators) + atomic_load(&live_factories);
+  report->live_allocations = atomic_load(&live_allocations);
+  report->live_views = atomic_load(&live_views);
+  report->live_capabilities = atomic_load(&live_capabilities);
+  report->queued_releases = 0;
+  return example_ok();
+}

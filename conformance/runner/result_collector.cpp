@@ -1,5 +1,6 @@
 #include "result_collector.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 
@@ -55,7 +56,10 @@ std::vector<std::string> requirements_of(const ::testing::TestInfo& info) {
 }  // namespace
 
 report::Failure attributed_failure(const ::testing::TestPartResult& part) {
-  report::Failure failure{part.file_name() ? part.file_name() : "", part.line_number(), part.summary(), {}};
+  // GoogleTest gives line -1 for a failure with no source line (an exception
+  // out of the test body); the report's "unknown" is 0, and a child's event
+  // with -1 would be unreadable, turning the test into an error.
+  report::Failure failure{part.file_name() ? part.file_name() : "", std::max(part.line_number(), 0), part.summary(), {}};
   // The innermost tag names the check: RC_FAIL's message comes before the
   // trace, and GoogleTest lists the traces innermost first.
   const std::string_view text = failure.message;

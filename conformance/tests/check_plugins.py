@@ -12,6 +12,9 @@
   check_plugins.py refusals RUNNER KNOWN_BAD_DIR MANIFEST OUT
       Every known-bad plugin in MANIFEST is refused before any test: exit 2,
       one line on stderr containing its `refused_with`, no report written.
+  check_plugins.py lies RUNNER KNOWN_BAD_DIR RUNTIME_MANIFEST OUT
+      Every plugin that loads and then lies through the ABI is not conformant,
+      failing exactly its `must_fail` requirements (seed 20261201).
 """
 import hashlib
 import json
@@ -99,10 +102,33 @@ def refusals(runner, known_bad, manifest, out):
     return problems
 
 
+def lies(runner, known_bad, manifest, out):
+    """Every plugin that lies through the ABI fails exactly its must_fail ids."""
+    out.mkdir(parents=True, exist_ok=True)
+    problems = []
+    plugins = json.loads(pathlib.Path(manifest).read_text())["plugins"]
+    for plugin in plugins:
+        library = pathlib.Path(known_bad) / f"libnxmem_lie_{plugin['name'].replace('-', '_')}.so"
+        report = out / f"lie-{plugin['name']}.json"
+        report.unlink(missing_ok=True)
+        result = run(runner, "run", "--adapter", str(library), "--seed", "20261201", "--jobs", "2", "--timeout", "5",
+                     "--quiet", "--report", str(report))
+        failing = []
+        if report.exists():
+            failing = sorted(r["id"] for r in json.loads(report.read_text())["requirements"] if r["status"] == "fail")
+        if result.returncode != 1 or failing != sorted(plugin["must_fail"]):
+            problems.append(f"{plugin['name']}: exit {result.returncode}, failing {failing}, expected exit 1 failing "
+                            f"exactly {sorted(plugin['must_fail'])}")
+    print(f"{len(plugins) - len(problems)} of {len(plugins)} lying plugins caught with exactly their ids")
+    return problems
+
+
 def main():
     kind, runner, *rest = sys.argv[1:]
-    problems = certify(runner, rest[0], rest[1], pathlib.Path(rest[2]), rest[3]) if kind == "certify" else \
-        refusals(runner, *rest[:2], pathlib.Path(rest[2]))
+    if kind == "certify":
+        problems = certify(runner, rest[0], rest[1], pathlib.Path(rest[2]), rest[3])
+    else:
+        problems = (refusals if kind == "refusals" else lies)(runner, *rest[:2], pathlib.Path(rest[2]))
     for problem in problems:
         print(problem)
     return 1 if problems else 0

@@ -154,6 +154,15 @@ TEST(Attribution, TheInnermostScopeNamesTheRequirementsAndTheTraceLeavesTheMessa
   EXPECT_EQ(failure.line, 9);
 }
 
+TEST(Attribution, AFailureWithNoSourceLineIsRecordedAtLineZero) {
+  // What GoogleTest reports for an exception out of a test body: line -1,
+  // which a child's event must never carry (the parent cannot read it).
+  const auto failure = attributed_failure(
+      ::testing::TestPartResult(::testing::TestPartResult::kFatalFailure, nullptr, -1, "C++ exception thrown"));
+  EXPECT_EQ(failure.line, 0);
+  EXPECT_EQ(failure.file, "");
+}
+
 TEST(Attribution, APreconditionScopeChargesNothing) {
   const auto failure = attributed("allocate failed\nGoogle Test trace:\nsuite.cpp:8: [precondition]\nsuite.cpp:4: [checks DQ-001]");
   ASSERT_TRUE(failure.requirements.has_value());

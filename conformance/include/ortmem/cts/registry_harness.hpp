@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 #include "ortmem/cts/adapter.hpp"
 #include "ortmem/cts/counting_allocator.hpp"
@@ -73,9 +75,18 @@ class RegistrySuite : public AdapterSuite {
   // Calls the registry made to the adapter allocator's release.
   [[nodiscard]] std::size_t releases() const { return harness_->allocator->release_calls.load(); }
   // A fresh owner through the harness's binding (a failure is recorded).
+  // An owner of `bytes`. A test that takes one stands on it: when the
+  // adapter's allocator refuses, the test ends here as a precondition (the
+  // ALLOC tests judge the refusal), since going on would dereference the
+  // error, crash the test process and charge every requirement it covers.
   OwningAllocation owner(std::size_t bytes = 256) {
     auto allocation = binding().allocate_owning(bytes, 64);
-    EXPECT_TRUE(allocation) << (allocation ? "" : allocation.error().message());
+    if (!allocation) {
+      const std::string what = "the registry could not allocate an owner of " + std::to_string(bytes) +
+                               " bytes: " + allocation.error().message();
+      stands_on_broken(what);
+      throw std::runtime_error(what);
+    }
     return std::move(*allocation);
   }
 

@@ -23,12 +23,14 @@ class PluginAdapter final : public HostAdapter {
     const Tier tier = factory_.device.tier == NXMEM_TIER_DEVICE ? Tier::kDevice
                       : factory_.device.tier == NXMEM_TIER_DISK ? Tier::kDisk
                                                                  : Tier::kHost;
+    const std::string interface = "nxmem 1." + std::to_string(module_->agreed_minor());
     return cts::AdapterInfo{
         .name = factory_.name,
-        .version = "nxmem 1." + std::to_string(module_->agreed_minor()),
-        .vendor = "nxmem plugin " + module_->path() + " (sha256 " + module_->sha256() + ")",
+        .version = interface,
+        .vendor = "nxmem plugin",
         .device = DeviceKey{tier, factory_.device.index},
         .capabilities = capabilities(),
+        .loaded_from = cts::LoadedFrom{interface, module_->path(), module_->sha256(), factory_.name},
     };
   }
 

@@ -55,7 +55,9 @@ std::string profile_of_requirement(std::string_view id) {
 report::AdapterSection adapter_section(const AdapterInfo& info) {
   std::vector<std::string> capabilities;
   for (Capability capability : info.capabilities) capabilities.emplace_back(capability_name(capability));
-  return {info.name, info.version, info.vendor, to_string(info.device), capabilities};
+  std::optional<report::AdapterOrigin> origin;
+  if (const auto& from = info.loaded_from) origin = report::AdapterOrigin{from->interface, from->path, from->sha256, from->mechanism};
+  return {info.name, info.version, info.vendor, to_string(info.device), capabilities, origin};
 }
 
 std::string isolation_name(Isolation isolation) {

@@ -61,8 +61,9 @@ def certify(runner, plugin, schema_path, out, profiles):
         adapter = data["adapter"]
         if not adapter["version"].startswith("nxmem 1."):
             problems.append(f"--abi-minor {minor}: adapter.version {adapter['version']!r} does not name the negotiated version")
-        if digest not in adapter["vendor"] or plugin not in adapter["vendor"]:
-            problems.append(f"--abi-minor {minor}: adapter.vendor {adapter['vendor']!r} lacks the plugin's path or SHA-256")
+        origin = adapter.get("origin", {})
+        if origin.get("sha256") != digest or origin.get("path") != plugin or origin.get("interface") != adapter["version"]:
+            problems.append(f"--abi-minor {minor}: adapter.origin {origin!r} does not name the plugin's path, SHA-256 and version")
         results = {p["name"]: p["result"] for p in data["verdict"]["profiles"]}
         for name, result in results.items():
             if result != expected.get(name, "not-run"):

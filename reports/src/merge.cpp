@@ -40,7 +40,7 @@ std::string differing_field(const Report& first, const Report& shard) {
     return "model budget";
   }
   if (shard.adapter.name != first.adapter.name || shard.adapter.version != first.adapter.version ||
-      shard.adapter.capabilities != first.adapter.capabilities) {
+      shard.adapter.capabilities != first.adapter.capabilities || shard.adapter.origin != first.adapter.origin) {
     return "adapter";
   }
   if (shard.kit.version != first.kit.version || shard.kit.git_sha != first.kit.git_sha ||

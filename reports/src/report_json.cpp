@@ -148,7 +148,12 @@ Report read_report(const json& document) {
                 kit.optional_string("binary_sha256")};
   const Fields adapter(root.at("adapter"), "adapter");
   report.adapter = {adapter.string("name"), adapter.string("version"), adapter.string("vendor"), adapter.string("device"),
-                    adapter.strings("capabilities")};
+                    adapter.strings("capabilities"), std::nullopt};
+  if (adapter.has("origin")) {
+    const Fields origin(adapter.at("origin"), "adapter.origin");
+    report.adapter.origin = AdapterOrigin{origin.string("interface"), origin.string("path"), origin.string("sha256"),
+                                          origin.string("mechanism")};
+  }
   const Fields environment(root.at("environment"), "environment");
   report.environment = {environment.string("os"),  environment.string("kernel"),
                         environment.optional_string("machine"), environment.string("cpu"),
@@ -363,6 +368,17 @@ json to_json(const Report& report) {
                     {{"subset", run.scope.subset}, {"filtered", run.scope.filtered}, {"incomplete", run.scope.incomplete}}}};
   if (!run.shard.empty()) run_json["shard"] = run.shard;
   if (!run.interruption.empty()) run_json["interruption"] = run.interruption;
+  json adapter = {{"name", report.adapter.name},
+                  {"version", report.adapter.version},
+                  {"vendor", report.adapter.vendor},
+                  {"device", report.adapter.device},
+                  {"capabilities", report.adapter.capabilities}};
+  if (const auto& origin = report.adapter.origin) {
+    adapter["origin"] = {{"interface", origin->interface},
+                         {"path", origin->path},
+                         {"sha256", origin->sha256},
+                         {"mechanism", origin->mechanism}};
+  }
   const EnvironmentSection& environment = report.environment;
   return {{"schema", {{"id", kSchemaId}, {"version", kSchemaVersion}}},
           {"kit",
@@ -373,12 +389,7 @@ json to_json(const Report& report) {
             {"spec_version", report.kit.spec_version},
             {"build_type", report.kit.build_type},
             {"binary_sha256", report.kit.binary_sha256}}},
-          {"adapter",
-           {{"name", report.adapter.name},
-            {"version", report.adapter.version},
-            {"vendor", report.adapter.vendor},
-            {"device", report.adapter.device},
-            {"capabilities", report.adapter.capabilities}}},
+          {"adapter", std::move(adapter)},
           {"environment",
            {{"os", environment.os},
             {"kernel", environment.kernel},

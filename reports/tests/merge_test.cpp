@@ -67,6 +67,12 @@ TEST(Merge, ShardsOfDifferentRunsOrRepeatedShardsAreRefused) {
   EXPECT_NE(merge_shards({a, b}, kSpec).error().find("in two shards"), std::string::npos);
   b = run_of({{"S.Two1", TestStatus::kPass}}, "1/3");
   EXPECT_NE(merge_shards({a, b}, kSpec).error().find("not one of 2"), std::string::npos);
+  // Two builds of one plugin are two adapters, whatever their names say.
+  Report plugin_a = a;
+  plugin_a.adapter.origin = AdapterOrigin{"nxmem 1.1", "libp.so", std::string(64, 'a'), "host"};
+  b = run_of({{"S.Two1", TestStatus::kPass}}, "1/2");
+  b.adapter.origin = AdapterOrigin{"nxmem 1.1", "libp.so", std::string(64, 'b'), "host"};
+  EXPECT_NE(merge_shards({plugin_a, b}, kSpec).error().find("adapter"), std::string::npos);
 }
 
 TEST(Merge, WaiversAreReplayedOverTheMergedRunInItsOrder) {

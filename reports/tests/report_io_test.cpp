@@ -70,6 +70,18 @@ TEST(ReportJson, WhatIsWrittenReadsBackTheSame) {
   EXPECT_EQ(read->judgement.verdict.overall, ProfileResult::kNotConformant);
 }
 
+TEST(ReportJson, AnAdaptersOriginReadsBackAndIsAbsentForACompiledInOne) {
+  Report report = sample_report();
+  EXPECT_FALSE(to_json(report)["adapter"].contains("origin"));
+  report.adapter.origin = AdapterOrigin{"nxmem 1.0", "plugins/libx.so", std::string(64, 'f'), "x"};
+  const auto read = report_from_json(to_json(report));
+  ASSERT_TRUE(read) << read.error();
+  EXPECT_EQ(read->adapter.origin, report.adapter.origin);
+  auto document = to_json(report);
+  document["adapter"]["origin"].erase("sha256");
+  EXPECT_EQ(report_from_json(document).error(), "adapter.origin has no 'sha256'");
+}
+
 TEST(ReportJson, AnUnknownStatusIsRefusedWithItsPlace) {
   auto document = to_json(sample_report());
   document["tests"][1]["status"] = "passed";

@@ -53,7 +53,7 @@ inline std::vector<std::pair<std::string, std::string>> run_facts(const Report& 
   const auto& kit = report.kit;
   const auto& run = report.run;
   const auto& environment = report.environment;
-  return {
+  std::vector<std::pair<std::string, std::string>> facts = {
       {"adapter", report.adapter.name + " " + report.adapter.version + " (" + report.adapter.vendor + "), " +
                       report.adapter.device},
       {"kit", kit.name + " " + kit.version + " (git " + kit.git_sha + (kit.git_dirty ? ", modified" : "") + "), spec " +
@@ -65,6 +65,11 @@ inline std::vector<std::pair<std::string, std::string>> run_facts(const Report& 
                           std::to_string(environment.cpus) + " CPUs, " + environment.compiler},
       {"tests", std::to_string(report.tests.size())},
   };
+  if (const auto& origin = report.adapter.origin) {
+    facts.insert(facts.begin() + 1, {"loaded from", origin->path + " (sha256 " + origin->sha256 + "), mechanism " +
+                                                        origin->mechanism + ", " + origin->interface});
+  }
+  return facts;
 }
 
 }  // namespace ortmem::report::detail

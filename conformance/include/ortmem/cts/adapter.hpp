@@ -40,12 +40,22 @@ enum class Capability : std::uint8_t {
 
 [[nodiscard]] std::string_view capability_name(Capability capability) noexcept;
 
+// Where an adapter loaded from a file came from; the report carries it so a
+// verdict names the exact binary. Compiled-in adapters have none.
+struct LoadedFrom {
+  std::string interface;  // "nxmem 1.1": the ABI and the version negotiated
+  std::string path;
+  std::string sha256;
+  std::string mechanism;
+};
+
 struct AdapterInfo {
   std::string name;
   std::string version;
   std::string vendor;
   DeviceKey device;
   std::set<Capability> capabilities;
+  std::optional<LoadedFrom> loaded_from = std::nullopt;
 
   [[nodiscard]] bool declares(Capability capability) const { return capabilities.contains(capability); }
 };

@@ -37,7 +37,7 @@
 namespace ortmem::report {
 
 inline constexpr const char* kSchemaId = "https://ortmem-cts.invalid/schema/report.schema.json";
-inline constexpr const char* kSchemaVersion = "1.3.0";
+inline constexpr const char* kSchemaVersion = "1.4.0";
 
 // kFlaky: a test run several times (--repeat) that both passed and failed.
 enum class TestStatus { kPass, kFail, kNotApplicable, kSkipped, kCrash, kTimeout, kWaived, kError, kFlaky };
@@ -192,12 +192,23 @@ struct KitSection {
   std::string binary_sha256;   // of the runner that made the report
 };
 
+// Where an adapter loaded from a file came from (an nxmem plugin): what ties
+// a verdict to one binary.
+struct AdapterOrigin {
+  std::string interface;  // the ABI and the version negotiated: "nxmem 1.1"
+  std::string path;       // the file, as named on the command line
+  std::string sha256;     // of that file, as loaded
+  std::string mechanism;  // the factory certified
+  friend bool operator==(const AdapterOrigin&, const AdapterOrigin&) = default;
+};
+
 struct AdapterSection {
   std::string name;
   std::string version;
   std::string vendor;
   std::string device;
   std::vector<std::string> capabilities;
+  std::optional<AdapterOrigin> origin = std::nullopt;  // compiled-in adapters have none
 };
 
 struct EnvironmentSection {

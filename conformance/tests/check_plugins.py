@@ -112,7 +112,8 @@ def lies(runner, known_bad, manifest, out):
         library = pathlib.Path(known_bad) / f"libnxmem_lie_{plugin['name'].replace('-', '_')}.so"
         report = out / f"lie-{plugin['name']}.json"
         report.unlink(missing_ok=True)
-        result = run(runner, "run", "--adapter", str(library), "--seed", "20261201", "--jobs", "2", "--timeout", "5",
+        # The default per-test timeout: under TSan the model suites need it.
+        result = run(runner, "run", "--adapter", str(library), "--seed", "20261201", "--jobs", "2",
                      "--quiet", "--report", str(report))
         failing = []
         if report.exists():

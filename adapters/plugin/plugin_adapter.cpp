@@ -20,15 +20,12 @@ class PluginAdapter final : public HostAdapter {
       : module_(std::move(module)), factory_(std::move(factory)) {}
 
   cts::AdapterInfo info() const override {
-    const Tier tier = factory_.device.tier == NXMEM_TIER_DEVICE ? Tier::kDevice
-                      : factory_.device.tier == NXMEM_TIER_DISK ? Tier::kDisk
-                                                                 : Tier::kHost;
     const std::string interface = "nxmem 1." + std::to_string(module_->agreed_minor());
     return cts::AdapterInfo{
         .name = factory_.name,
         .version = interface,
         .vendor = "nxmem plugin",
-        .device = DeviceKey{tier, factory_.device.index},
+        .device = plugin::device_key_of(factory_.device),
         .capabilities = capabilities(),
         .loaded_from = cts::LoadedFrom{interface, module_->path(), module_->sha256(), factory_.name},
     };

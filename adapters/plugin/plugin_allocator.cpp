@@ -14,9 +14,6 @@ constexpr std::uint32_t kVtableHead = offsetof(NxmemAllocatorVtable, allocate);
 constexpr std::uint32_t kVtableMinor0 = NXMEM_ALLOCATOR_VTABLE_SIZE_MINOR0;
 constexpr std::uint32_t kVtableMinor1 = sizeof(NxmemAllocatorVtable);
 
-Tier tier_of(std::uint32_t tier) noexcept {
-  return tier == NXMEM_TIER_DEVICE ? Tier::kDevice : tier == NXMEM_TIER_DISK ? Tier::kDisk : Tier::kHost;
-}
 
 // A capability vtable: readable, long enough, the allocator's mechanism;
 // copied into `local`.
@@ -117,6 +114,13 @@ Expected<std::uint32_t, std::string> validate(const NxmemAllocatorVtable* raw, c
 
 }  // namespace
 
+DeviceKey device_key_of(NxmemDeviceId device) noexcept {
+  const Tier tier = device.tier == NXMEM_TIER_DEVICE ? Tier::kDevice
+                    : device.tier == NXMEM_TIER_DISK ? Tier::kDisk
+                                                      : Tier::kHost;
+  return DeviceKey{tier, device.index};
+}
+
 Expected<std::shared_ptr<PluginAllocator>, std::string> PluginAllocator::open(std::shared_ptr<const PluginModule> module,
                                                                              const Factory& factory,
                                                                              std::uint64_t required) {
@@ -150,7 +154,7 @@ PluginAllocator::PluginAllocator(std::shared_ptr<const PluginModule> module, con
       virtual_backing_(vtables.virtual_backing),
       shared_mapping_(vtables.shared_mapping),
       effective_minor_(effective_minor),
-      device_{tier_of(vtables.allocator.device.tier), vtables.allocator.device.index} {}
+      device_(device_key_of(vtables.allocator.device)) {}
 
 PluginAllocator::~PluginAllocator() {
   std::vector<std::pair<std::uintptr_t, Record>> left;

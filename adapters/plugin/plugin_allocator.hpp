@@ -40,6 +40,10 @@
 
 namespace ortmem::plugin {
 
+// The kit's name for a device the ABI names (a tier the ABI does not know
+// never gets this far: the loader refuses it).
+[[nodiscard]] DeviceKey device_key_of(NxmemDeviceId device) noexcept;
+
 class PluginAllocator final : public DeviceAllocator,
                               public VirtualBacking,
                               public SharedMapping,

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <array>
+#include <cstdio>
 #include <cstring>
 #include <set>
 

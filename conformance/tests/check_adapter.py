@@ -19,6 +19,7 @@ Tests run one at a time in child processes (ctest runs these checks in
 parallel), a mutant's with a short deadline, so a crash or hang costs seconds.
 """
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -40,6 +41,11 @@ def failing(document):
     return {r["id"] for r in document["requirements"] if r["status"] == "fail"}
 
 
+def sanitized_budget():
+    """The model budget CMake sets for a sanitized build (ORTMEM_TEST_MODEL_BUDGET), or none."""
+    return os.environ.get("ORTMEM_TEST_MODEL_BUDGET", "").split()
+
+
 def check_mutant(runner, entry, report):
     status, stderr, document = certify(runner, entry["name"], report, ["--timeout", "2", "--seed", SEED])
     problems = []
@@ -59,7 +65,7 @@ def check_mutant(runner, entry, report):
 
 
 def check_control(runner, entry, report):
-    status, stderr, document = certify(runner, entry["name"], report, ["--seed", SEED])
+    status, stderr, document = certify(runner, entry["name"], report, ["--seed", SEED, *sanitized_budget()])
     problems = []
     if status != 0:
         problems.append(f"exit status {status}, expected 0 (conformant); stderr: {stderr}")

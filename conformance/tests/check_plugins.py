@@ -18,6 +18,7 @@
 """
 import hashlib
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -51,7 +52,8 @@ def certify(runner, plugin, schema_path, out, profiles):
     for minor in ("1", "0"):
         report = out / f"{pathlib.Path(plugin).stem}-minor{minor}.json"
         report.unlink(missing_ok=True)
-        result = run(runner, "run", "--adapter", plugin, "--abi-minor", minor, "--quiet", "--jobs", "2",
+        budget = os.environ.get("ORTMEM_TEST_MODEL_BUDGET", "").split()
+        result = run(runner, "run", "--adapter", plugin, "--abi-minor", minor, *budget, "--quiet", "--jobs", "2",
                      "--report", str(report))
         if result.returncode != exit_code:
             problems.append(f"--abi-minor {minor}: exit {result.returncode}, expected {exit_code}:\n{result.stdout[-2000:]}{result.stderr[-1000:]}")

@@ -34,7 +34,7 @@ Expected<void, std::string> copy_capability(const Vtable* raw, std::uint64_t mec
 
 // Checks the vtables an OK open returned; fills `copies` from them.
 template <class Vtables>
-Expected<std::uint32_t, std::string> validate(const NxmemAllocatorVtable* raw, const PluginModule& module,
+Expected<void, std::string> validate(const NxmemAllocatorVtable* raw, const PluginModule& module,
                                               const Factory& factory, std::uint64_t required, Vtables& copies) {
   NxmemAllocatorVtable& local = copies.allocator;
   if (!readable_struct(raw)) return fail(std::string("allocator vtable: NULL or not 8-byte aligned (INVALID_ARGUMENT)"));
@@ -109,7 +109,7 @@ Expected<std::uint32_t, std::string> validate(const NxmemAllocatorVtable* raw, c
   const bool structured = effective >= 1 && (module.capability_flags() & NXMEM_CAP_STRUCTURED_RELEASE) != 0 &&
                           (local.capability_flags & NXMEM_CAP_STRUCTURED_RELEASE) != 0;
   if (!structured) local.release_allocation = nullptr;
-  return effective;
+  return {};
 }
 
 }  // namespace
@@ -134,26 +134,24 @@ Expected<std::shared_ptr<PluginAllocator>, std::string> PluginAllocator::open(st
   const PluginStatus status = read_status(factory.vtable.open_allocator(factory.vtable.ctx, &request, &raw));
   if (!status.ok()) return fail("open_allocator of '" + factory.name + "' answered " + status.describe());
   Vtables local{};
-  auto effective = validate(raw, *module, factory, required, local);
-  if (!effective) {
+  auto valid = validate(raw, *module, factory, required, local);
+  if (!valid) {
     // An OK open is owed exactly one release, even for a vtable the host
     // refuses, when the table is long enough to hold the slot.
     if (readable_struct(raw) && raw->struct_size >= offsetof(NxmemAllocatorVtable, virtual_backing) &&
         raw->release != nullptr) {
       raw->release(raw->ctx);
     }
-    return fail(effective.error());
+    return fail(valid.error());
   }
-  return std::shared_ptr<PluginAllocator>(new PluginAllocator(std::move(module), local, *effective));
+  return std::shared_ptr<PluginAllocator>(new PluginAllocator(std::move(module), local));
 }
 
-PluginAllocator::PluginAllocator(std::shared_ptr<const PluginModule> module, const Vtables& vtables,
-                                 std::uint32_t effective_minor)
+PluginAllocator::PluginAllocator(std::shared_ptr<const PluginModule> module, const Vtables& vtables)
     : module_(std::move(module)),
       vtable_(vtables.allocator),
       virtual_backing_(vtables.virtual_backing),
       shared_mapping_(vtables.shared_mapping),
-      effective_minor_(effective_minor),
       device_(device_key_of(vtables.allocator.device)) {}
 
 PluginAllocator::~PluginAllocator() {
@@ -234,14 +232,21 @@ Expected<void*, MemoryError> PluginAllocator::issue(AllocateSlot slot, void* ctx
   return ptr;
 }
 
+PluginAllocator::LiveMap::const_iterator PluginAllocator::locate_locked(void* ptr, std::size_t bytes,
+                                                                       std::optional<std::size_t> align) const {
+  const auto [first, last] = live_.equal_range(reinterpret_cast<std::uintptr_t>(ptr));
+  for (auto found = first; found != last; ++found) {
+    if (found->second.bytes == bytes && (!align || found->second.align == *align)) return found;
+  }
+  return live_.end();
+}
+
 std::optional<PluginAllocator::Record> PluginAllocator::find(void* ptr, std::size_t bytes,
                                                              std::optional<std::size_t> align) const {
   const std::lock_guard lock(mutex_);
-  const auto [first, last] = live_.equal_range(reinterpret_cast<std::uintptr_t>(ptr));
-  for (auto found = first; found != last; ++found) {
-    if (found->second.bytes == bytes && (!align || found->second.align == *align)) return found->second;
-  }
-  return std::nullopt;
+  const auto found = locate_locked(ptr, bytes, align);
+  if (found == live_.end()) return std::nullopt;
+  return found->second;
 }
 
 MemoryError PluginAllocator::not_live(void* ptr, std::size_t bytes) const {
@@ -269,10 +274,8 @@ AllocationReleaseOutcome PluginAllocator::release(void* ptr, std::size_t bytes, 
   Record record{};
   {
     const std::lock_guard lock(mutex_);
-    const auto [first, last] = live_.equal_range(reinterpret_cast<std::uintptr_t>(ptr));
-    auto found = first;
-    while (found != last && (found->second.bytes != bytes || found->second.align != align)) ++found;
-    if (found == last) {
+    const auto found = locate_locked(ptr, bytes, align);
+    if (found == live_.end()) {
       return AllocationReleaseOutcome::failed(
           "no live allocation of this plugin allocator has this address, size and alignment (never allocated, "
           "already released, or another size); the plugin was not called and nothing was changed");

@@ -88,10 +88,6 @@ class PluginAllocator final : public DeviceAllocator,
                                                                      std::size_t allocation_bytes,
                                                                      std::size_t byte_offset) noexcept override;
 
-  // min(the vtable's abi_minor, the negotiated minor).
-  [[nodiscard]] std::uint32_t effective_minor() const noexcept { return effective_minor_; }
-  [[nodiscard]] bool uses_structured_release() const noexcept { return vtable_.release_allocation != nullptr; }
-  [[nodiscard]] std::uint64_t capability_flags() const noexcept { return vtable_.capability_flags; }
 
  private:
   struct Record {
@@ -107,15 +103,23 @@ class PluginAllocator final : public DeviceAllocator,
     NxmemSharedMappingVtable shared_mapping{};    // meaningful when allocator.shared_mapping is set
   };
 
-  PluginAllocator(std::shared_ptr<const PluginModule> module, const Vtables& vtables, std::uint32_t effective_minor);
+  PluginAllocator(std::shared_ptr<const PluginModule> module, const Vtables& vtables);
 
   using AllocateSlot = NxmemStatus (*)(void*, const NxmemAllocRequest*, NxmemAllocResult*);
   // allocate and allocate_committed: the request, the plugin's answer, the record.
   [[nodiscard]] Expected<void*, MemoryError> issue(AllocateSlot slot, void* ctx, const char* slot_name, std::size_t bytes,
                                                    std::size_t align, std::span<const ByteRange> committed) noexcept;
+  using LiveMap = std::unordered_multimap<std::uintptr_t, Record>;
   // The live allocation at `ptr` with these bytes (and this alignment, when given).
   [[nodiscard]] std::optional<Record> find(void* ptr, std::size_t bytes, std::optional<std::size_t> align) const;
+  // The same, as a position in live_; mutex_ is held.
+  [[nodiscard]] LiveMap::const_iterator locate_locked(void* ptr, std::size_t bytes,
+                                                      std::optional<std::size_t> align) const;
   [[nodiscard]] MemoryError not_live(void* ptr, std::size_t bytes) const;
+  // `prefix` as one a plugin allocator made, or the refusal (for a request
+  // of `bytes`) to pass it on.
+  [[nodiscard]] Expected<const Prefix*, MemoryError> plugin_prefix(const SharedDevicePrefix& prefix,
+                                                                   std::size_t bytes) const;
   [[nodiscard]] MemoryError refusal(std::size_t bytes, const char* slot, const PluginStatus& status) const;
   [[nodiscard]] NxmemAllocation name_of(void* ptr, const Record& record) const noexcept;
   [[nodiscard]] AllocationReleaseOutcome structured_release(void* ptr, const Record& record) const;
@@ -125,13 +129,12 @@ class PluginAllocator final : public DeviceAllocator,
   NxmemAllocatorVtable vtable_;  // the validated local copies
   NxmemVirtualBackingVtable virtual_backing_;
   NxmemSharedMappingVtable shared_mapping_;
-  std::uint32_t effective_minor_;
   DeviceKey device_;
   std::atomic<std::uint64_t> next_id_{1};
   mutable std::mutex mutex_;
   // Live allocations by address. A plugin that hands out one address twice
   // gets both records kept, so the kit's overlap checks see what it did.
-  std::unordered_multimap<std::uintptr_t, Record> live_;  // guarded by mutex_
+  LiveMap live_;  // guarded by mutex_
 };
 
 }  // namespace ortmem::plugin

@@ -105,7 +105,6 @@ Expected<Factory, std::string> validate_factory(const NxmemAllocatorFactoryVtabl
   }
   factory.device = local.device;
   factory.capability_flags = local.capability_flags;
-  factory.abi_minor = local.abi_minor;
   return factory;
 }
 

@@ -31,7 +31,6 @@ struct Factory {
   std::string name;
   NxmemDeviceId device{};
   std::uint64_t capability_flags = 0;
-  std::uint32_t abi_minor = 0;
   NxmemAllocatorFactoryVtable vtable{};
 };
 

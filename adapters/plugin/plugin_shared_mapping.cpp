@@ -49,19 +49,26 @@ Expected<std::unique_ptr<SharedDevicePrefix>, MemoryError> PluginAllocator::crea
   }
 }
 
-Expected<std::uint64_t, MemoryError> PluginAllocator::incremental_owned_bytes_for_shared_prefix(
-    const SharedDevicePrefix& prefix) const noexcept {
+Expected<const PluginAllocator::Prefix*, MemoryError> PluginAllocator::plugin_prefix(const SharedDevicePrefix& prefix,
+                                                                                      std::size_t bytes) const {
   // A prefix of another plugin allocator is passed on: refusing a foreign
   // prefix is the plugin's own check (SM-002). One that no plugin made has
   // no handle to pass.
   const auto* ours = dynamic_cast<const Prefix*>(&prefix);
   if (ours == nullptr) {
-    return fail(MemoryError::invalid_request(device_.tier, prefix.requested_bytes(),
+    return fail(MemoryError::invalid_request(device_.tier, bytes,
                                              "the prefix was not made by an nxmem plugin allocator; the plugin was not called"));
   }
+  return ours;
+}
+
+Expected<std::uint64_t, MemoryError> PluginAllocator::incremental_owned_bytes_for_shared_prefix(
+    const SharedDevicePrefix& prefix) const noexcept {
+  const auto ours = plugin_prefix(prefix, prefix.requested_bytes());
+  if (!ours) return fail(ours.error());
   std::uint64_t owned = 0;
   const PluginStatus status =
-      read_status(shared_mapping_.incremental_owned_bytes(shared_mapping_.ctx, &ours->handle(), &owned));
+      read_status(shared_mapping_.incremental_owned_bytes(shared_mapping_.ctx, &(*ours)->handle(), &owned));
   if (!status.ok()) return fail(refusal(prefix.requested_bytes(), "incremental_owned_bytes", status));
   return owned;
 }
@@ -70,16 +77,13 @@ Expected<SharedPrefixCommitInfo, MemoryError> PluginAllocator::commit_shared_pre
                                                                                     void* ptr,
                                                                                     std::size_t allocation_bytes,
                                                                                     std::size_t byte_offset) noexcept {
-  const auto* ours = dynamic_cast<const Prefix*>(&prefix);
-  if (ours == nullptr) {
-    return fail(MemoryError::invalid_request(device_.tier, allocation_bytes,
-                                             "the prefix was not made by an nxmem plugin allocator; the plugin was not called"));
-  }
+  const auto ours = plugin_prefix(prefix, allocation_bytes);
+  if (!ours) return fail(ours.error());
   const auto record = find(ptr, allocation_bytes, std::nullopt);
   if (!record) return fail(not_live(ptr, allocation_bytes));
   NxmemSharedPrefixCommitRequest request{};
   request.struct_size = sizeof request;
-  request.prefix = ours->handle();
+  request.prefix = (*ours)->handle();
   request.allocation = name_of(ptr, *record);
   request.byte_offset = byte_offset;
   NxmemSharedPrefixCommitInfo info{};

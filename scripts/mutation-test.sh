@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# Proves the kit can fail: certifies every known-bad adapter and every source
-# mutant of the reference, and writes the kill matrix (which mutants make each
-# requirement fail) as JSON and Markdown.
+# Proves the kit can fail: certifies every known-bad adapter, every source
+# mutant of the reference and every lying nxmem plugin, checks that every
+# known-bad plugin is refused at load, and writes the kill matrix (which
+# mutants make each requirement fail, and which ABI rule each refused plugin
+# broke) as JSON and Markdown.
 #
-#   bash scripts/mutation-test.sh [--matrix FILE] [--only NAME[,NAME...]]
+#   bash scripts/mutation-test.sh [--matrix FILE] [--only NAME[,NAME...]] [--adapter-reports DIR]
 #
 # FILE defaults to build/kill-matrix.json; the Markdown goes beside it (.md).
-# Exits 1 when a mutant survives, or a MUST requirement of an enforced profile
-# is neither killed nor justified in spec/requirements.json.
+# DIR is where ctest left its reports (build/default/test-reports): adapter
+# mutants and plugin lies with a current report there are not run again.
+# Plugins are named plugin:NAME in --only and in the matrix.
+# Exits 1 when a mutant or lie survives or fails more than its manifest says,
+# a known-bad plugin loads, or a MUST requirement of an enforced profile is
+# neither killed nor justified in spec/requirements.json.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/install-deps.sh

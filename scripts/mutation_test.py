@@ -9,8 +9,21 @@ mutant's must_fail requirements failing. Adapter mutants
 same scratch build and must fail exactly their must_fail requirements, as
 conformance/tests/check_adapter.py requires of a mutant. The kill matrix maps every requirement to the mutants that
 made it fail.
+
+Known-bad nxmem plugins count too, each the way it fails. A runtime lie
+(adapters/plugin/known_bad/runtime_manifest.json) loads and then breaks a
+rule through the ABI: it must fail exactly its must_fail requirements, and
+kills them as `plugin:NAME`; its report is taken from where
+`check_plugins.py lies` left it (ADAPTER_REPORTS/plugins/lies/NAME.json) when
+that report is of the library as it is now, and otherwise the lie is built
+and run from the scratch copy. A load-time lie
+(adapters/plugin/known_bad/manifest.json) is refused before any test runs, so
+it kills no requirement: it is built in the scratch copy, must be refused
+(exit 2, one line on stderr containing its `refused_with`, no report), and is
+listed under `plugin_refusals` with the ABI rule it was refused for.
 """
 import argparse
+import hashlib
 import json
 import os
 import pathlib
@@ -22,8 +35,14 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Profiles whose MUST requirements must all be killed or justified.
-ENFORCED_PROFILES = {"core", "pins", "deferred", "virtual", "shared"}
+ENFORCED_PROFILES = {"core", "pins", "deferred", "virtual", "shared", "abi"}
 RUN_FLAGS = ["--jobs", "2", "--timeout", "3", "--seed", "20261201", "--quiet"]
+# As check_plugins.py lies runs them: the runner's own per-test timeout, since
+# a ticket that never completes costs the kit's drain its 5 s wait, per drain.
+LIE_FLAGS = ["--jobs", "2", "--seed", "20261201", "--quiet"]
+KNOWN_BAD_PLUGINS = ROOT / "adapters" / "plugin" / "known_bad"
+# The exit code a report's verdict makes (the runner's: 1 is not conformant).
+EXIT_OF_VERDICT = {"conformant": 0, "not-conformant": 1, "partial": 3}
 
 
 STARTED = time.monotonic()
@@ -67,6 +86,54 @@ def failures_of(report):
     return failing, tested
 
 
+def library_name(prefix, name):
+    return f"lib{prefix}_{name.replace('-', '_')}.so"
+
+
+def earlier_lie_report(previous, lie):
+    """The report check_plugins.py lies left for `lie`, if it is of the library
+    as that library is now (same path, same SHA-256); else None."""
+    if previous is None:
+        return None
+    path = previous / "plugins" / "lies" / f"{lie['name']}.json"
+    if not path.exists():
+        return None
+    try:
+        report = json.loads(path.read_text())
+        origin = report["adapter"]["origin"]
+        library = pathlib.Path(origin["path"])
+        if (not library.is_absolute() or library.name != library_name(lie["prefix"], lie["name"])
+                or hashlib.sha256(library.read_bytes()).hexdigest() != origin["sha256"]):
+            return None
+        return report
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def certify_lie(runner, library, report):
+    report.unlink(missing_ok=True)
+    run = subprocess.run([str(runner), "run", "--adapter", str(library), *LIE_FLAGS, "--report", str(report)],
+                         capture_output=True, text=True, timeout=1800)
+    failing, tested = [], set()
+    if report.exists():
+        failing, tested = failures_of(json.loads(report.read_text()))
+    return run.returncode, failing, tested
+
+
+def refusal_of(runner, library, refused_with, report):
+    """(refused, what the kit said): refused means exit 2 before any test, one
+    line on stderr containing `refused_with`, and no report written."""
+    report.unlink(missing_ok=True)
+    run = subprocess.run([str(runner), "run", "--adapter", str(library), "--quiet", "--report", str(report)],
+                         capture_output=True, text=True, timeout=120)
+    lines = [line.replace(str(library), library.name) for line in run.stderr.splitlines() if line.strip()]
+    said = lines[0] if len(lines) == 1 else " | ".join(lines)[:500]
+    refused = run.returncode == 2 and len(lines) == 1 and refused_with in lines[0] and not report.exists()
+    if not refused:
+        said = f"exit {run.returncode}{', a report was written' if report.exists() else ''}: {said}"
+    return refused, said
+
+
 def judge_mutant(kind, name, must_fail, code, failing, problems, exact=False):
     missing = [rid for rid in must_fail if rid not in failing]
     extra = [rid for rid in failing if rid not in must_fail] if exact else []
@@ -93,9 +160,18 @@ def main():
     spec = json.loads((ROOT / "spec" / "requirements.json").read_text())
     source_mutants = json.loads((ROOT / "adapters" / "mutants" / "source_mutants.json").read_text())["mutants"]
     adapter_mutants = json.loads((ROOT / "adapters" / "mutants" / "manifest.json").read_text())["mutants"]
+    # Each entry keeps its manifest's library prefix: the name CMake built it under.
+    def listed(manifest):
+        document = json.loads((KNOWN_BAD_PLUGINS / manifest).read_text())
+        return [dict(entry, prefix=document["library_prefix"]) for entry in document["plugins"]]
+
+    plugin_lies = listed("runtime_manifest.json") + listed("abi_manifest.json")
+    plugin_refusals = listed("manifest.json")
     if only:
         source_mutants = [m for m in source_mutants if m["name"] in only]
         adapter_mutants = [m for m in adapter_mutants if m["name"] in only]
+        plugin_lies = [m for m in plugin_lies if "plugin:" + m["name"] in only]
+        plugin_refusals = [m for m in plugin_refusals if "plugin:" + m["name"] in only]
 
     problems = []
     killed_by = {r["id"]: [] for r in spec["requirements"]}
@@ -122,14 +198,21 @@ def main():
         previous = pathlib.Path(args.adapter_reports) if args.adapter_reports else None
         to_run = [m for m in adapter_mutants
                   if not (previous and (previous / (m["name"].replace(":", "_") + ".json")).exists())]
+        earlier_lies = {m["name"]: earlier_lie_report(previous, m) for m in plugin_lies}
+        lies_to_run = [m for m in plugin_lies if earlier_lies[m["name"]] is None]
         log("building the unmutated kit in a scratch copy")
         # Source mutants of mechanisms only a test adapter certifies need the test runner too.
         needs_test_runner = bool(to_run) or any(m.get("adapter", "host") != "host" for m in source_mutants)
-        ok, output = build(scratch, build_dir, ["ortmem-cts"] + (["ortmem-cts-mutants"] if needs_test_runner else []))
+        # Known-bad plugins are small C modules: those refused at load are
+        # always built, the lies only when no current report of theirs exists.
+        plugin_targets = [f"{m['prefix']}_{m['name'].replace('-', '_')}" for m in plugin_refusals + lies_to_run]
+        ok, output = build(scratch, build_dir, ["ortmem-cts"] + (["ortmem-cts-mutants"] if needs_test_runner else []) +
+                           plugin_targets)
         if not ok:
             log(output)
             return 2
         runner, mutants_runner = build_dir / "ortmem-cts", build_dir / "ortmem-cts-mutants"
+        plugin_dir = build_dir / "plugins" / "known_bad"
         code, failing, _ = certify(runner, "host", reports / "baseline.json")
         if code != 0:
             log(f"the unmutated host adapter is not conformant (exit {code}; failing {failing}): nothing to compare")
@@ -149,6 +232,36 @@ def main():
                     killed_by[rid].append(mutant["name"])
                 for rid in tested:
                     tested_by[rid].append(mutant["name"])
+
+        log(f"plugin lies ({len(plugin_lies)}, {len(plugin_lies) - len(lies_to_run)} from earlier reports)")
+        for lie in plugin_lies:
+            name = "plugin:" + lie["name"]
+            earlier = earlier_lies[lie["name"]]
+            if earlier is None:
+                code, failing, tested = certify_lie(runner, plugin_dir / library_name(lie["prefix"], lie["name"]),
+                                                    reports / "lie.json")
+            else:
+                code = EXIT_OF_VERDICT.get(earlier["verdict"]["overall"], 2)
+                failing, tested = failures_of(earlier)
+            if judge_mutant("plugin", name, lie["must_fail"], code, failing, problems, exact=True):
+                for rid in failing:
+                    killed_by[rid].append(name)
+                for rid in tested:
+                    tested_by[rid].append(name)
+
+        # Refused at load: a kill of the ABI's loading rules, not of any
+        # requirement (no test runs), so these stay out of killed_by.
+        log(f"plugins refused at load ({len(plugin_refusals)})")
+        refusal_rows = []
+        for plugin in plugin_refusals:
+            refused, said = refusal_of(runner, plugin_dir / library_name(plugin["prefix"], plugin["name"]),
+                                       plugin["refused_with"], reports / "refused.json")
+            if not refused:
+                problems.append(f"plugin {plugin['name']} was not refused at load with {plugin['refused_with']!r} "
+                                f"({said})")
+            refusal_rows.append({"name": plugin["name"], "rule": plugin["refused_with"], "refused": refused,
+                                 "refusal": said})
+            log(f"  refusal {plugin['name']:32} {'refused' if refused else 'LOADED'}")
 
         log(f"source mutants ({len(source_mutants)})")
         for mutant in source_mutants:
@@ -197,8 +310,11 @@ def main():
         if enforced and not killed_by[r["id"]]:
             (test_level_only if tested_by[r["id"]] else unkilled).append(r["id"])
     must = [r for r in spec["requirements"] if r["level"] == "MUST" and r["profile"] in ENFORCED_PROFILES]
+    matrix["plugin_refusals"] = refusal_rows
     matrix["summary"] = {
         "adapter_mutants": len(adapter_mutants), "source_mutants": len(source_mutants),
+        "plugin_lies": len(plugin_lies), "plugin_refusals": len(plugin_refusals),
+        "plugins_refused_at_load": sum(row["refused"] for row in refusal_rows),
         "must_requirements": len(must), "must_killed_or_justified": len(must) - len(unkilled),
         "must_killed_by_their_own_checks": len(must) - len(unkilled) - len(test_level_only),
         "must_killed_only_at_test_level": test_level_only,
@@ -213,14 +329,23 @@ def main():
     lines = ["# Kill matrix", "",
              f"{matrix['summary']['must_killed_or_justified']}/{len(must)} MUST requirements of "
              f"{', '.join(sorted(ENFORCED_PROFILES))} killed or justified; "
-             f"{len(adapter_mutants)} adapter and {len(source_mutants)} source mutants.", "",
+             f"{len(adapter_mutants)} adapter and {len(source_mutants)} source mutants, "
+             f"{len(plugin_lies)} lying nxmem plugins (`plugin:`).", "",
              "| requirement | level | profile | killed by | justification |", "|---|---|---|---|---|"]
     for rid, row in matrix["requirements"].items():
         lines.append(f"| {rid} | {row['level']} | {row['profile']} | {', '.join(row['killed_by']) or '—'} | "
                      f"{'yes' if row['justification'] else ''} |")
+    lines += ["", "## nxmem plugins refused at load", "",
+              f"{matrix['summary']['plugins_refused_at_load']}/{len(plugin_refusals)} refused before any test, each "
+              "for the ABI rule it breaks (a kill of the loader's checks, not of a requirement).", "",
+              "| plugin | rule | refused | what the kit said |", "|---|---|---|---|"]
+    for row in refusal_rows:
+        said = row["refusal"].replace("|", "\\|")
+        lines.append(f"| {row['name']} | {row['rule']} | {'yes' if row['refused'] else 'NO'} | {said} |")
     path.with_suffix(".md").write_text("\n".join(lines) + "\n")
     log(f"kill matrix: {path} ({path.with_suffix('.md')}); "
-        f"{matrix['summary']['must_killed_or_justified']}/{len(must)} MUST killed or justified "
+        f"{matrix['summary']['must_killed_or_justified']}/{len(must)} MUST killed or justified; "
+        f"{matrix['summary']['plugins_refused_at_load']}/{len(plugin_refusals)} plugins refused at load "
         f"in {matrix['summary']['seconds']} s")
     if test_level_only and not only:
         log(f"gap: {len(test_level_only)} MUST requirements fail only through a test that names them, never on a "

@@ -2,17 +2,20 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <set>
+#include <vector>
 
 #include "adapters/plugin/plugin_allocator.hpp"
+#include "adapters/plugin/plugin_queue.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 
 namespace ortmem::adapters {
 namespace {
 
-constexpr std::uint64_t kCertified =
-    NXMEM_CAP_ALLOCATOR | NXMEM_CAP_STRUCTURED_RELEASE | NXMEM_CAP_VIRTUAL_BACKING | NXMEM_CAP_SHARED_MAPPING;
-constexpr std::uint64_t kRequired = NXMEM_CAP_ALLOCATOR | NXMEM_CAP_VIRTUAL_BACKING | NXMEM_CAP_SHARED_MAPPING;
+constexpr std::uint64_t kRequired =
+    NXMEM_CAP_ALLOCATOR | NXMEM_CAP_VIRTUAL_BACKING | NXMEM_CAP_SHARED_MAPPING | NXMEM_CAP_DEFERRED_RELEASE;
+constexpr std::uint64_t kCertified = kRequired | NXMEM_CAP_STRUCTURED_RELEASE;
 
 class PluginAdapter final : public HostAdapter {
  public:
@@ -27,7 +30,9 @@ class PluginAdapter final : public HostAdapter {
         .vendor = "nxmem plugin",
         .device = plugin::device_key_of(factory_.device),
         .capabilities = capabilities(),
-        .loaded_from = cts::LoadedFrom{interface, module_->path(), module_->sha256(), factory_.name},
+        // The ABI offers the kit none of its controls (no fences, close,
+        // bound, device loss or faults).
+        .loaded_from = cts::LoadedFrom{interface, module_->path(), module_->sha256(), factory_.name, {}},
     };
   }
 
@@ -39,7 +44,12 @@ class PluginAdapter final : public HostAdapter {
 
   std::shared_ptr<DeviceAllocator> make_allocator() override {
     auto allocator = plugin::PluginAllocator::open(module_, factory_, required_capabilities(factory_));
-    if (allocator) return std::move(*allocator);
+    if (allocator) {
+      const std::lock_guard lock(*made_mutex_);
+      std::erase_if(*made_, [](const auto& weak) { return weak.expired(); });
+      made_->push_back(*allocator);
+      return std::move(*allocator);
+    }
     // It opened when the plugin was loaded: a later refusal is the plugin's
     // fault, and crashing here costs the one test (in an isolated child)
     // instead of handing the suites a null allocator.
@@ -47,21 +57,51 @@ class PluginAdapter final : public HostAdapter {
     std::abort();
   }
 
+  // The plugin's own deferred release, over the kit's reference context.
+  std::unique_ptr<cts::QueueUnderTest> make_queue(cts::ContextUnderTest& context, cts::QueueOptions) override {
+    return std::make_unique<PluginQueue>(
+        dynamic_cast<HostContext&>(context).shared_pins(),
+        [made = made_, mutex = made_mutex_](void* ptr, std::size_t bytes,
+                                            std::size_t align) -> std::shared_ptr<plugin::PluginAllocator> {
+          const std::lock_guard lock(*mutex);
+          for (const auto& weak : *made) {
+            auto allocator = weak.lock();
+            if (allocator != nullptr && allocator->holds(ptr, bytes, align)) return allocator;
+          }
+          return nullptr;
+        });
+  }
+
+  [[nodiscard]] PluginUnderTest under_test() const { return {module_, factory_}; }
+
  private:
   // The factory's declaration: a capability declared and then missing from
   // the allocator it opens fails its profile, as for any adapter.
   std::set<cts::Capability> capabilities() const {
-    std::set<cts::Capability> declared;
+    std::set<cts::Capability> declared = {cts::Capability::kNxmemAbi};
     if ((factory_.capability_flags & NXMEM_CAP_VIRTUAL_BACKING) != 0) declared.insert(cts::Capability::kVirtualBacking);
     if ((factory_.capability_flags & NXMEM_CAP_SHARED_MAPPING) != 0) declared.insert(cts::Capability::kSharedMapping);
+    if ((factory_.capability_flags & NXMEM_CAP_DEFERRED_RELEASE) != 0) declared.insert(cts::Capability::kDeferredQueue);
     return declared;
   }
 
   std::shared_ptr<plugin::PluginModule> module_;
   plugin::Factory factory_;
+  // Every allocator this adapter opened, so a queue can hand a request to
+  // the one that holds it: the ABI's queue is the allocator's. Shared with
+  // the queues, which may outlive the adapter in a test's teardown.
+  std::shared_ptr<std::mutex> made_mutex_ = std::make_shared<std::mutex>();
+  std::shared_ptr<std::vector<std::weak_ptr<plugin::PluginAllocator>>> made_ =
+      std::make_shared<std::vector<std::weak_ptr<plugin::PluginAllocator>>>();
 };
 
 }  // namespace
+
+std::optional<PluginUnderTest> plugin_under_test(const cts::Adapter& adapter) {
+  const auto* plugin = dynamic_cast<const PluginAdapter*>(&adapter);
+  if (plugin == nullptr) return std::nullopt;
+  return plugin->under_test();
+}
 
 std::uint64_t required_capabilities(const plugin::Factory& factory) { return factory.capability_flags & kRequired; }
 

@@ -1,17 +1,19 @@
 // adapters/plugin/plugin_adapter.hpp: one mechanism (factory) of an nxmem
 // plugin, as an adapter the suites certify.
 //
-// The plugin supplies the allocator and nothing else the suites drive:
-// pins are the host's side of the ABI, so the provider contexts the
-// registry suites bind through are the kit's reference ones and a plugin
-// never declares the pins profile. What the kit certifies through a plugin
-// today is host-tier memory: the allocator contract (profile core), and
-// virtual backing and shared mapping when the factory declares them. Deferred
-// release is listed as not yet certified through the plugin, never passed
-// silently.
+// The plugin supplies the allocator and its own deferred release, and
+// nothing else the suites drive: pins are the host's side of the ABI, so the
+// provider contexts the registry suites bind through are the kit's reference
+// ones and a plugin never declares the pins profile. What the kit certifies
+// through a plugin today is host-tier memory: the allocator contract (profile
+// core), and virtual backing, shared mapping and deferred release when the
+// factory declares them, each judged on what the ABI lets the kit observe
+// (the requirements needing a control the ABI lacks are reported out of
+// nxmem scope, never passed silently).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,15 @@ struct PluginSelection {
 // interfaces. (STRUCTURED_RELEASE is a way of releasing, chosen by the
 // negotiated minor, not a capability an open requires.)
 [[nodiscard]] std::uint64_t required_capabilities(const plugin::Factory& factory);
+
+// The module and factory behind an adapter register_plugin_adapters made,
+// for the ABI probes that call the plugin raw (conformance/suites/abi_suite.cpp);
+// nullopt for any other adapter.
+struct PluginUnderTest {
+  std::shared_ptr<plugin::PluginModule> module;
+  plugin::Factory factory;
+};
+[[nodiscard]] std::optional<PluginUnderTest> plugin_under_test(const cts::Adapter& adapter);
 
 // The capability bits a plugin declares that the kit cannot yet certify
 // through the ABI, by name; empty when everything declared is certified.

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "adapters/plugin/plugin_completion_desk.hpp"
 #include "adapters/plugin/plugin_status.hpp"
 
 namespace ortmem::plugin {
@@ -104,6 +105,17 @@ Expected<void, std::string> validate(const NxmemAllocatorVtable* raw, const Plug
       return fail(std::string("shared-mapping vtable: create, release, incremental_owned_bytes and commit are required (SHORT_STRUCT)"));
     }
   }
+  if ((local.capability_flags & NXMEM_CAP_DEFERRED_RELEASE) != 0 &&
+      (local.enqueue_release == nullptr || local.drain_releases == nullptr)) {
+    return fail(std::string("allocator vtable: DEFERRED_RELEASE is declared but enqueue_release or drain_releases is "
+                            "NULL; deferred release needs the flag and both slots"));
+  }
+  // Deferred release is used only with the flag and the slots together.
+  if ((local.capability_flags & NXMEM_CAP_DEFERRED_RELEASE) == 0) {
+    local.enqueue_release = nullptr;
+    local.drain_releases = nullptr;
+    local.pending_release_count = nullptr;
+  }
   // The structured slot is used only when both sides reached minor 1 and the
   // plugin declares it; otherwise deallocate is the release.
   const bool structured = effective >= 1 && (module.capability_flags() & NXMEM_CAP_STRUCTURED_RELEASE) != 0 &&
@@ -129,7 +141,10 @@ Expected<std::shared_ptr<PluginAllocator>, std::string> PluginAllocator::open(st
   request.abi_minor = module->agreed_minor();
   request.device = factory.device;
   request.required_capability_flags = required;
-  request.callbacks = nullptr;
+  // The callback table goes only to a mechanism that can use it, so the
+  // NULL path (no callbacks) is the one every other plugin is certified on.
+  auto desk = std::make_shared<CompletionDesk>(module->agreed_minor());
+  request.callbacks = (factory.capability_flags & NXMEM_CAP_DEFERRED_RELEASE) != 0 ? desk->callbacks() : nullptr;
   const NxmemAllocatorVtable* raw = nullptr;
   const PluginStatus status = read_status(factory.vtable.open_allocator(factory.vtable.ctx, &request, &raw));
   if (!status.ok()) return fail("open_allocator of '" + factory.name + "' answered " + status.describe());
@@ -144,24 +159,32 @@ Expected<std::shared_ptr<PluginAllocator>, std::string> PluginAllocator::open(st
     }
     return fail(valid.error());
   }
-  return std::shared_ptr<PluginAllocator>(new PluginAllocator(std::move(module), local));
+  if (request.callbacks == nullptr) local.allocator.enqueue_release = nullptr;  // nowhere to complete
+  desk->bind(local.allocator);
+  return std::shared_ptr<PluginAllocator>(new PluginAllocator(std::move(module), local, std::move(desk)));
 }
 
-PluginAllocator::PluginAllocator(std::shared_ptr<const PluginModule> module, const Vtables& vtables)
+PluginAllocator::PluginAllocator(std::shared_ptr<const PluginModule> module, const Vtables& vtables,
+                                 std::shared_ptr<CompletionDesk> desk)
     : module_(std::move(module)),
       vtable_(vtables.allocator),
       virtual_backing_(vtables.virtual_backing),
       shared_mapping_(vtables.shared_mapping),
-      device_(device_key_of(vtables.allocator.device)) {}
+      device_(device_key_of(vtables.allocator.device)),
+      desk_(std::move(desk)) {}
 
 PluginAllocator::~PluginAllocator() {
-  std::vector<std::pair<std::uintptr_t, Record>> left;
+  // Swapped out, not copied: a destructor must not allocate.
+  LiveMap left;
   {
     const std::lock_guard lock(mutex_);
-    left.assign(live_.begin(), live_.end());
-    live_.clear();
+    left.swap(live_);
   }
   for (const auto& [address, record] : left) (void)legacy_release(reinterpret_cast<void*>(address), record);
+  // Every queued release holds its allocation's mechanism and so this
+  // allocator: none is outstanding by now, and the desk (the callback table)
+  // may go with it once the final release returns, which is where a plugin
+  // still delivers the completions it owes.
   vtable_.release(vtable_.ctx);
 }
 
@@ -309,6 +332,11 @@ AllocationReleaseOutcome PluginAllocator::structured_release(void* ptr, const Re
   raw.struct_size = sizeof raw;
   const PluginStatus status = read_status(vtable_.release_allocation(vtable_.ctx, &allocation, &raw));
   if (!status.ok()) return AllocationReleaseOutcome::failed("the plugin's release_allocation answered " + status.describe());
+  return outcome_of(raw, ptr, record, "release_allocation");
+}
+
+AllocationReleaseOutcome PluginAllocator::outcome_of(const NxmemReleaseOutcome& raw, void* ptr, const Record& record,
+                                                     const char* slot) {
   const ReleaseAccounting accounting{raw.allocation_bytes, raw.unmapped_bytes};
   const auto address = reinterpret_cast<std::uintptr_t>(ptr);
   using Kind = QuarantineReason::Kind;
@@ -316,7 +344,8 @@ AllocationReleaseOutcome PluginAllocator::structured_release(void* ptr, const Re
     case NXMEM_RELEASE_COMPLETE: return AllocationReleaseOutcome::complete(accounting);
     case NXMEM_RELEASE_FAILED: {
       const PluginStatus failure = read_status(raw.failure);
-      return AllocationReleaseOutcome::failed("the plugin's release_allocation reported FAILED: " + failure.describe());
+      return AllocationReleaseOutcome::failed("the plugin's " + std::string(slot) +
+                                              " reported FAILED: " + failure.describe());
     }
     case NXMEM_RELEASE_QUARANTINED: {
       const AllocationReleaseState state =

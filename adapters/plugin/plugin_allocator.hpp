@@ -14,7 +14,12 @@
 //  - release goes through the structured slot when both sides agreed on
 //    minor 1 and the plugin declares STRUCTURED_RELEASE, through deallocate
 //    otherwise, and a plugin's answer maps onto an outcome without
-//    embellishment (an unknown state is a whole-allocation quarantine).
+//    embellishment (an unknown state is a whole-allocation quarantine);
+//  - deferred release (DEFERRED_RELEASE): the kit's record leaves before
+//    enqueue_release is called, because the plugin may complete the ticket
+//    inside the call; each completion is matched to the enqueue it answers,
+//    and one that matches none, repeats, or overtakes an earlier ticket is
+//    recorded as a violation instead of being trusted.
 //
 // Destruction gives back whatever is still live, then releases the vtable
 // exactly once. The allocator holds its module, so the library stays mapped
@@ -22,16 +27,19 @@
 // allocator, so a prefix is never released into an allocator already gone.
 //
 // The implementation is split by capability: plugin_allocator.cpp (open,
-// allocate, release), plugin_virtual_backing.cpp, plugin_shared_mapping.cpp.
+// allocate, release), plugin_virtual_backing.cpp, plugin_shared_mapping.cpp,
+// plugin_deferred_release.cpp.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "adapters/plugin/plugin_module.hpp"
 #include "adapters/plugin/plugin_status.hpp"
@@ -88,8 +96,31 @@ class PluginAllocator final : public DeviceAllocator,
                                                                      std::size_t allocation_bytes,
                                                                      std::size_t byte_offset) noexcept override;
 
+  // Deferred release through the plugin's own queue: present when the
+  // allocator declares DEFERRED_RELEASE with its two slots. The plugin frees
+  // a queued allocation itself and reports what it did through
+  // release_completed, from any thread and possibly inside enqueue_release.
+  using Completion = std::function<void(AllocationReleaseOutcome)>;
+  [[nodiscard]] bool releases_deferred() const noexcept { return vtable_.enqueue_release != nullptr; }
+  // Hands the live allocation to the plugin's queue. `completed` is called
+  // exactly once, with no lock of the kit's held, with the outcome the
+  // plugin reported; on refusal the allocation stays live, nothing changed,
+  // and `completed` is never called.
+  [[nodiscard]] Expected<void, std::string> enqueue_release(void* ptr, std::size_t bytes, std::size_t align,
+                                                            Completion completed);
+  // Asks the plugin to retire every ticket it can now.
+  [[nodiscard]] Expected<std::uint64_t, std::string> drain_releases();
+  // Enqueued releases whose completion has not arrived.
+  [[nodiscard]] std::size_t outstanding_releases() const;
+  // Every completion that broke the ABI's rules, for people, in arrival order.
+  [[nodiscard]] std::vector<std::string> completion_violations() const;
+  // Whether (ptr, bytes, align) is a live allocation of this allocator.
+  [[nodiscard]] bool holds(void* ptr, std::size_t bytes, std::size_t align) const {
+    return find(ptr, bytes, align).has_value();
+  }
 
  private:
+  class CompletionDesk;
   struct Record {
     std::uint64_t id;
     std::size_t bytes;
@@ -103,7 +134,8 @@ class PluginAllocator final : public DeviceAllocator,
     NxmemSharedMappingVtable shared_mapping{};    // meaningful when allocator.shared_mapping is set
   };
 
-  PluginAllocator(std::shared_ptr<const PluginModule> module, const Vtables& vtables);
+  PluginAllocator(std::shared_ptr<const PluginModule> module, const Vtables& vtables,
+                  std::shared_ptr<CompletionDesk> desk);
 
   using AllocateSlot = NxmemStatus (*)(void*, const NxmemAllocRequest*, NxmemAllocResult*);
   // allocate and allocate_committed: the request, the plugin's answer, the record.
@@ -124,6 +156,9 @@ class PluginAllocator final : public DeviceAllocator,
   [[nodiscard]] NxmemAllocation name_of(void* ptr, const Record& record) const noexcept;
   [[nodiscard]] AllocationReleaseOutcome structured_release(void* ptr, const Record& record) const;
   [[nodiscard]] AllocationReleaseOutcome legacy_release(void* ptr, const Record& record) const;
+  // The kit's reading of what the plugin's `slot` reported for the release of `record` at `ptr`.
+  [[nodiscard]] static AllocationReleaseOutcome outcome_of(const NxmemReleaseOutcome& raw, void* ptr,
+                                                           const Record& record, const char* slot);
 
   std::shared_ptr<const PluginModule> module_;
   NxmemAllocatorVtable vtable_;  // the validated local copies
@@ -135,6 +170,10 @@ class PluginAllocator final : public DeviceAllocator,
   // Live allocations by address. A plugin that hands out one address twice
   // gets both records kept, so the kit's overlap checks see what it did.
   LiveMap live_;  // guarded by mutex_
+  // The host side of release_completed: the callback table the plugin was
+  // given at open lives in it, so it is shared with nobody else and lives at
+  // least as long as this allocator.
+  std::shared_ptr<CompletionDesk> desk_;
 };
 
 }  // namespace ortmem::plugin

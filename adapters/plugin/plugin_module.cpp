@@ -18,9 +18,9 @@ constexpr std::uint64_t kFactorySlots = 64;
 // A factory name is read up to its NUL, never further than this.
 constexpr std::size_t kNameLimit = 256;
 
-using Negotiate = NxmemStatus (*)(const NxmemNegotiateRequest*, NxmemNegotiateResponse*);
-using CreateFactories = NxmemStatus (*)(const NxmemAllocatorFactoryVtable**, std::uint64_t, std::uint64_t*);
-using QueryUnload = NxmemStatus (*)(NxmemUnloadReport*);
+using Negotiate = decltype(Exports::negotiate);
+using CreateFactories = decltype(Exports::create_factories);
+using QueryUnload = decltype(Exports::query_unload);
 
 std::string hex(std::uint64_t value) {
   std::array<char, 19> text{};
@@ -108,6 +108,15 @@ Expected<Factory, std::string> validate_factory(const NxmemAllocatorFactoryVtabl
   return factory;
 }
 
+// Whether the kit can offer the minors the caller asked for.
+Expected<void, std::string> check_host(HostRange host) {
+  if (host.max_minor > NXMEM_ABI_VERSION_MINOR) {
+    return fail("the kit speaks nxmem minors 0-" + std::to_string(NXMEM_ABI_VERSION_MINOR) + ", not " +
+                      std::to_string(host.max_minor));
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string capability_names(std::uint64_t flags) {
@@ -134,10 +143,7 @@ std::string device_name(NxmemDeviceId device) {
 }
 
 Expected<std::shared_ptr<PluginModule>, std::string> PluginModule::load(const std::string& path, HostRange host) {
-  if (host.max_minor > NXMEM_ABI_VERSION_MINOR) {
-    return fail("the kit speaks nxmem minors 0-" + std::to_string(NXMEM_ABI_VERSION_MINOR) + ", not " +
-                      std::to_string(host.max_minor));
-  }
+  if (auto supported = check_host(host); !supported) return fail(supported.error());
   std::shared_ptr<PluginModule> module(new PluginModule());
   module->path_ = path;
   auto digest = report::sha256_of_file(path);
@@ -152,21 +158,36 @@ Expected<std::shared_ptr<PluginModule>, std::string> PluginModule::load(const st
     return fail("load: dlopen failed: " + std::string(why != nullptr ? why : "no reason given"));
   }
   const auto symbol = [&](const char* name) { return dlsym(module->handle_, name); };
-  auto* negotiate_call = reinterpret_cast<Negotiate>(symbol("NxmemNegotiate"));
-  auto* create_call = reinterpret_cast<CreateFactories>(symbol("NxmemCreateAllocatorFactories"));
-  module->query_unload_ = reinterpret_cast<QueryUnload>(symbol("NxmemQueryUnloadReadiness"));
-  for (const auto& [found, name] : {std::pair<bool, const char*>{negotiate_call != nullptr, "NxmemNegotiate"},
-                                    {create_call != nullptr, "NxmemCreateAllocatorFactories"},
-                                    {module->query_unload_ != nullptr, "NxmemQueryUnloadReadiness"}}) {
+  Exports exports;
+  exports.negotiate = reinterpret_cast<Negotiate>(symbol("NxmemNegotiate"));
+  exports.create_factories = reinterpret_cast<CreateFactories>(symbol("NxmemCreateAllocatorFactories"));
+  exports.query_unload = reinterpret_cast<QueryUnload>(symbol("NxmemQueryUnloadReadiness"));
+  return adopt(std::move(module), exports, host);
+}
+
+Expected<std::shared_ptr<PluginModule>, std::string> PluginModule::from_exports(Exports exports, std::string label,
+                                                                                HostRange host) {
+  if (auto supported = check_host(host); !supported) return fail(supported.error());
+  std::shared_ptr<PluginModule> module(new PluginModule());
+  module->path_ = std::move(label);
+  return adopt(std::move(module), exports, host);
+}
+
+Expected<std::shared_ptr<PluginModule>, std::string> PluginModule::adopt(std::shared_ptr<PluginModule> module,
+                                                                         Exports exports, HostRange host) {
+  module->exports_ = exports;
+  for (const auto& [found, name] : {std::pair<bool, const char*>{exports.negotiate != nullptr, "NxmemNegotiate"},
+                                    {exports.create_factories != nullptr, "NxmemCreateAllocatorFactories"},
+                                    {exports.query_unload != nullptr, "NxmemQueryUnloadReadiness"}}) {
     if (!found) return fail(std::string("load: the library does not export ") + name + "; an nxmem plugin exports all three entry points");
   }
-  if (auto agreed = negotiate(negotiate_call, host, module->agreed_minor_, module->capability_flags_); !agreed) {
+  if (auto agreed = negotiate(exports.negotiate, host, module->agreed_minor_, module->capability_flags_); !agreed) {
     return fail(agreed.error());
   }
 
   std::array<const NxmemAllocatorFactoryVtable*, kFactorySlots> slots{};
   std::uint64_t count = 0;
-  const PluginStatus status = read_status(create_call(slots.data(), kFactorySlots, &count));
+  const PluginStatus status = read_status(exports.create_factories(slots.data(), kFactorySlots, &count));
   // Every pointer written, even past the count or with a failed status, is the host's now.
   for (const auto* slot : slots) {
     if (slot != nullptr) module->owned_factories_.push_back(slot);
@@ -197,10 +218,10 @@ const Factory* PluginModule::factory(const std::string& name) const noexcept {
 }
 
 std::optional<NxmemUnloadReport> PluginModule::unload_report() const {
-  if (query_unload_ == nullptr) return std::nullopt;
+  if (exports_.query_unload == nullptr) return std::nullopt;
   NxmemUnloadReport report{};
   report.struct_size = sizeof report;
-  if (!read_status(query_unload_(&report)).ok()) return std::nullopt;
+  if (!read_status(exports_.query_unload(&report)).ok()) return std::nullopt;
   return report;
 }
 
@@ -211,7 +232,7 @@ PluginModule::~PluginModule() {
     if (!readable_struct(raw) || raw->struct_size < sizeof(NxmemAllocatorFactoryVtable) || raw->release == nullptr) continue;
     raw->release(raw->ctx);
   }
-  if (handle_ == nullptr) return;
+  if (handle_ == nullptr) return;  // from_exports: no library of ours to close
   const auto report = unload_report();
   const bool quiet = report && report->live_allocators == 0 && report->live_allocations == 0 &&
                      report->live_views == 0 && report->live_capabilities == 0 && report->queued_releases == 0;

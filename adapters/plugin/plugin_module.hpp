@@ -39,12 +39,26 @@ struct HostRange {
   std::uint32_t max_minor = NXMEM_ABI_VERSION_MINOR;
 };
 
+// The three entry points a plugin library exports.
+struct Exports {
+  NxmemStatus (*negotiate)(const NxmemNegotiateRequest*, NxmemNegotiateResponse*) = nullptr;
+  NxmemStatus (*create_factories)(const NxmemAllocatorFactoryVtable**, std::uint64_t, std::uint64_t*) = nullptr;
+  NxmemStatus (*query_unload)(NxmemUnloadReport*) = nullptr;
+};
+
 class PluginModule {
  public:
   // dlopen(path), the three exports, negotiation and every factory's
   // validation. The error is one line: the rule, the field, what to do.
   [[nodiscard]] static Expected<std::shared_ptr<PluginModule>, std::string> load(const std::string& path,
                                                                                  HostRange host = {});
+  // The same negotiation and validation on exports already in this process,
+  // so a fuzzer can play the plugin without a library on disk
+  // (adapters/plugin/fuzz). load() ends in the same code. `label` stands in
+  // for the path; there is no file to hash and no handle to close.
+  [[nodiscard]] static Expected<std::shared_ptr<PluginModule>, std::string> from_exports(Exports exports,
+                                                                                         std::string label,
+                                                                                         HostRange host = {});
 
   PluginModule(const PluginModule&) = delete;
   PluginModule& operator=(const PluginModule&) = delete;
@@ -60,9 +74,14 @@ class PluginModule {
 
   // The plugin's unload report, read now; nullopt when the query failed.
   [[nodiscard]] std::optional<NxmemUnloadReport> unload_report() const;
+  // The plugin's entry points, for the ABI probes that call them raw.
+  [[nodiscard]] const Exports& exports() const noexcept { return exports_; }
 
  private:
   PluginModule() = default;
+  // Everything after the exports are found: negotiation, then the factories.
+  [[nodiscard]] static Expected<std::shared_ptr<PluginModule>, std::string> adopt(std::shared_ptr<PluginModule> module,
+                                                                                  Exports exports, HostRange host);
 
   void* handle_ = nullptr;
   std::string path_;
@@ -73,7 +92,7 @@ class PluginModule {
   // Every factory pointer the plugin transferred, valid or not: each is the
   // host's to release exactly once.
   std::vector<const NxmemAllocatorFactoryVtable*> owned_factories_;
-  NxmemStatus (*query_unload_)(NxmemUnloadReport*) = nullptr;
+  Exports exports_;
 };
 
 // Capability bits by name, for people: "allocator|virtual-backing".

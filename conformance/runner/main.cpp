@@ -4,7 +4,7 @@
 //   ortmem-cts run --adapter NAME|PATH.so[#MECHANISM] [--abi-minor 0|1]
 //                  [--profile core,pins,...] [--filter GLOB] [--shard I/N]
 //                  [--seed N] [--model-runs N] [--model-length N]
-//                  [--report FILE|-] [--isolate group|test|none] [--jobs N]
+//                  [--report FILE|DIR/|-] [--isolate group|test|none] [--jobs N]
 //                  [--timeout SECONDS] [--quiet]
 //                  [--sign SECRET_KEY] [--junit FILE|-] [--ctrf FILE|-]
 //                  [--expectations FILE] [--run-id ID]
@@ -21,8 +21,16 @@
 // for every status but 0.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -77,20 +85,102 @@ int list_plugin(const std::string& path, std::uint32_t abi_minor) {
 }
 
 // An --adapter that names a plugin file loads it and registers its
-// mechanism; `adapter` becomes the registered "path#MECHANISM". An exit code
-// when the plugin cannot be certified.
-std::optional<int> register_named_plugin(std::string& adapter, std::uint32_t abi_minor) {
+// mechanisms; `adapter` becomes the first registered "path#MECHANISM" and
+// `every`, when given, receives them all (a caller without it accepts only a
+// plugin of one mechanism). An exit code when the plugin cannot be certified.
+std::optional<int> register_named_plugin(std::string& adapter, std::uint32_t abi_minor,
+                                         std::vector<std::string>* every = nullptr) {
   if (!ortmem::adapters::names_a_plugin(adapter)) return std::nullopt;
   auto selection = ortmem::adapters::register_plugin_adapters(adapter, {abi_minor});
   if (!selection) return usage_error(selection.error());
-  if (selection->adapters.size() != 1) {
+  if (every == nullptr && selection->adapters.size() != 1) {
     std::string names;
     for (const auto& each : selection->adapters) names += (names.empty() ? "" : ", ") + each;
     return usage_error("the plugin has " + std::to_string(selection->adapters.size()) +
-                       " mechanisms; certify one at a time: " + names);
+                       " mechanisms; name one: " + names);
   }
   adapter = selection->adapters.front();
+  if (every != nullptr) *every = selection->adapters;
   return std::nullopt;
+}
+
+// Whether a --report, --junit or --ctrf argument names a directory to hold
+// one file per mechanism: it ends in '/' or is a directory already.
+bool names_a_directory(const std::string& path) {
+  std::error_code ignored;
+  return path.ends_with('/') || std::filesystem::is_directory(path, ignored);
+}
+
+// The file of `mechanism` in directory `directory`: its name with every
+// character a file name could misread (a separator, a dot first) replaced.
+std::string file_in(const std::string& directory, const std::string& mechanism, const std::string& extension) {
+  std::string name;
+  for (char c : mechanism) name += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
+  return (std::filesystem::path(directory) / (name + extension)).string();
+}
+
+// "The worst of several runs" (run_output.hpp): 2 > 1 > 3 > 0.
+int worse(int a, int b) {
+  const auto rank = [](int code) { return code == kExitUsage ? 3 : code == kExitNotConformant ? 2 : code == kExitIncomplete ? 1 : 0; };
+  return rank(a) >= rank(b) ? a : b;
+}
+
+// Certifies each mechanism of a plugin as its own adapter, into its own
+// report (DIR/<mechanism>.json, and so for --junit and --ctrf), one after
+// the other; the exit status is the worst of them.
+int run_each_mechanism(const RunOptions& options, const std::vector<std::string>& adapters) {
+  const bool several = adapters.size() > 1;
+  if (several && (!options.report_path || !names_a_directory(*options.report_path))) {
+    return usage_error("the plugin has " + std::to_string(adapters.size()) +
+                       " mechanisms: give --report DIR/ for one report per mechanism, or --adapter PATH.so#NAME for one");
+  }
+  for (const auto& [path, flag] : {std::pair{options.junit_path, "--junit"}, std::pair{options.ctrf_path, "--ctrf"}}) {
+    if (several && path && !names_a_directory(*path)) {
+      return usage_error(std::string("the plugin has several mechanisms: give ") + flag + " DIR/ as well, for one file each");
+    }
+  }
+  std::vector<std::pair<std::string, RunOptions>> runs;
+  std::set<std::string> files;
+  for (const std::string& adapter : adapters) {
+    const std::string mechanism = adapter.substr(adapter.rfind('#') + 1);
+    RunOptions each = options;
+    each.adapter = adapter;
+    const auto place = [&](std::optional<std::string>& path, const char* extension) {
+      if (path && names_a_directory(*path)) path = file_in(*path, mechanism, extension);
+    };
+    place(each.report_path, ".json");
+    place(each.junit_path, ".xml");
+    place(each.ctrf_path, ".ctrf.json");
+    if (each.report_path && !files.insert(*each.report_path).second) {
+      return usage_error("two mechanisms of the plugin would write the same report " + *each.report_path +
+                         "; certify them one at a time with --adapter PATH.so#NAME");
+    }
+    runs.emplace_back(mechanism, std::move(each));
+  }
+  if (options.report_path && names_a_directory(*options.report_path)) {
+    std::error_code error;
+    std::filesystem::create_directories(*options.report_path, error);
+    if (error) return usage_error("cannot create the report directory " + *options.report_path + ": " + error.message());
+  }
+  int status = kExitConformant;
+  for (const auto& [mechanism, each] : runs) {
+    if (several && !options.quiet) std::cout << "mechanism " << mechanism << ":" << std::endl;
+    // A run owns the process's GoogleTest state (its tests are instantiated
+    // for one adapter), so each mechanism runs in a process of its own.
+    std::cout.flush();
+    const pid_t child = fork();
+    if (child < 0) return usage_error(std::string("cannot start the run of mechanism ") + mechanism + ": fork failed");
+    if (child == 0) {
+      const int code = run(each);
+      std::cout.flush();
+      std::_Exit(code);
+    }
+    int wait_status = 0;
+    while (waitpid(child, &wait_status, 0) < 0 && errno == EINTR) {
+    }
+    status = worse(status, WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : kExitUsage);
+  }
+  return status;
 }
 
 int list_requirements() {
@@ -175,7 +265,7 @@ int main(int argc, char** argv) {
       "--model-runs", model_runs, "random command sequences per model-based test (default 100; more explores more)");
   auto* model_length_option = run_command->add_option(
       "--model-length", model_length, "the longest command sequence a model-based test tries, in commands (default 100)");
-  auto* report_option = run_command->add_option("--report", report_path, "write the JSON report to FILE, or '-' for stdout");
+  auto* report_option = run_command->add_option("--report", report_path, "write the JSON report to FILE, or '-' for stdout; DIR/ for one report per mechanism of a plugin");
   run_command->add_option("--isolate", isolation, "group (default): a child process per suite; test: per test; none: in this process")
       ->check(CLI::IsMember({"none", "group", "test"}));
   run_command->add_option("--jobs", options.jobs, "test processes at a time (default: the number of cores)");
@@ -313,6 +403,8 @@ int main(int argc, char** argv) {
     if (!profile.empty()) options.profiles.push_back(profile);
   }
   options.abi_minor = abi_minor;
-  if (auto refused = register_named_plugin(options.adapter, abi_minor)) return *refused;
-  return run(options);
+  std::vector<std::string> mechanisms;
+  if (auto refused = register_named_plugin(options.adapter, abi_minor, &mechanisms)) return *refused;
+  if (mechanisms.empty()) return run(options);
+  return run_each_mechanism(options, mechanisms);
 }

@@ -56,7 +56,11 @@ report::AdapterSection adapter_section(const AdapterInfo& info) {
   std::vector<std::string> capabilities;
   for (Capability capability : info.capabilities) capabilities.emplace_back(capability_name(capability));
   std::optional<report::AdapterOrigin> origin;
-  if (const auto& from = info.loaded_from) origin = report::AdapterOrigin{from->interface, from->path, from->sha256, from->mechanism};
+  if (const auto& from = info.loaded_from) {
+    std::vector<std::string> controls;
+    for (Control control : from->controls) controls.emplace_back(control_name(control));
+    origin = report::AdapterOrigin{from->interface, from->path, from->sha256, from->mechanism, std::move(controls)};
+  }
   return {info.name, info.version, info.vendor, to_string(info.device), capabilities, origin};
 }
 

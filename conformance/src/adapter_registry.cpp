@@ -27,8 +27,26 @@ std::string_view capability_name(Capability capability) noexcept {
     case Capability::kContextPins: return "context-pins";
     case Capability::kDeferredQueue: return "deferred-queue";
     case Capability::kFaultInjection: return "fault-injection";
+    case Capability::kNxmemAbi: return "nxmem-abi";
   }
   return "unknown";
+}
+
+std::string_view control_name(Control control) noexcept {
+  switch (control) {
+    case Control::kFences: return "fences";
+    case Control::kQueueClose: return "queue-close";
+    case Control::kQueueCapacity: return "queue-capacity";
+    case Control::kQueueDeviceLoss: return "queue-device-loss";
+    case Control::kFaultInjection: return "fault-injection";
+  }
+  return "unknown";
+}
+
+const std::set<Control>& all_controls() {
+  static const std::set<Control> every = {Control::kFences, Control::kQueueClose, Control::kQueueCapacity,
+                                          Control::kQueueDeviceLoss, Control::kFaultInjection};
+  return every;
 }
 
 bool register_adapter(std::string name, AdapterFactory factory) {

@@ -17,7 +17,9 @@ const SpecCatalog& spec_catalog() {
       parsed.requirements.push_back({requirement.at("id").get<std::string>(), requirement.at("level").get<std::string>(),
                                      requirement.at("profile").get<std::string>(),
                                      requirement.at("title").get<std::string>(),
-                                     requirement.contains("justification"), requirement.value("remedy", "")});
+                                     requirement.contains("justification"), requirement.value("remedy", ""),
+                                     requirement.value("needs", std::vector<std::string>{}),
+                                     requirement.value("applies_with", "")});
     }
     return parsed;
   }();

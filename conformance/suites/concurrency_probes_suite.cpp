@@ -93,6 +93,7 @@ class QueueConcurrency : public RegistrySuite {
 
 TEST_P(QueueConcurrency, EightThreadsEnqueuingLeaveAnExactPendingCountAndEachRequestRunsOnce) {
   covers("DQ-011", "DQ-002");
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
   auto queue = adapter().make_queue(*harness_->context, {});
   ASSERT_NE(queue, nullptr);
   const int per_thread = static_cast<int>(std::min<std::size_t>(50, queue->capacity().value_or(400) / kThreads));

@@ -744,6 +744,10 @@ class DeferredModel : public RegistrySuite {
 TEST_P(DeferredModel, EveryStepOfARandomSequenceMatchesTheModel) {
   covers("DQ-001", "DQ-002", "DQ-004", "DQ-005", "DQ-006", "DQ-007", "DQ-008", "DQ-009", "DQ-011", "DQ-012", "DQ-013",
          "OWN-003");
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueCapacity);
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueClose);
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueDeviceLoss);
   // Teardown is how the sequence sees the pins that queued requests hold.
   expect_teardown_observes_pins();
   if (HasFatalFailure()) return;
@@ -753,6 +757,10 @@ TEST_P(DeferredModel, EveryStepOfARandomSequenceMatchesTheModel) {
 TEST_P(DeferredModel, ARetiringContextRefusesEveryLaterRequestAndTheOwnerStaysLive) {
   covers("DQ-014", "DQ-015", "DQ-016", "DQ-002", "DQ-004", "DQ-005", "DQ-006", "DQ-007", "DQ-008", "DQ-009", "DQ-011",
          "DQ-012", "DQ-013", "OWN-003");
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueCapacity);
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueClose);
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueDeviceLoss);
   expect_teardown_observes_pins();
   if (HasFatalFailure()) return;
   check_sequences(true, &retirement_command);

@@ -39,6 +39,7 @@ class DeferredProbe : public RegistrySuite {
 
 TEST_P(DeferredProbe, ARequestEnqueuedAfterADrainEmptiedTheQueueStillWaitsForItsFence) {
   covers("DQ-001");
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
   auto target = queue();
   target->record_use();
   enqueue(*target);
@@ -56,6 +57,8 @@ TEST_P(DeferredProbe, ARequestEnqueuedAfterADrainEmptiedTheQueueStillWaitsForIts
 
 TEST_P(DeferredProbe, DeviceLossBetweenTheSignalAndTheDrainMakesNoAllocatorCall) {
   covers("DQ-012");
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueDeviceLoss);
   auto target = queue();
   target->record_use();
   for (int i = 0; i < 3; ++i) enqueue(*target);
@@ -70,6 +73,8 @@ TEST_P(DeferredProbe, DeviceLossBetweenTheSignalAndTheDrainMakesNoAllocatorCall)
 
 TEST_P(DeferredProbe, ManyPendingRequestsSettledByDeviceLossLeaveTheContextFreeToTearDown) {
   covers("DQ-013");
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueDeviceLoss);
   auto target = queue();
   target->record_use();
   const std::size_t pending = std::min<std::size_t>(6, target->capacity().value_or(6));
@@ -86,6 +91,8 @@ TEST_P(DeferredProbe, ManyPendingRequestsSettledByDeviceLossLeaveTheContextFreeT
 // settles as a device-lost residual, and the queue itself never saw a loss.
 TEST_P(DeferredProbe, RequestsDrainedIntoALostMechanismLeaveTheContextFreeToTearDown) {
   covers("DQ-013");
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueDeviceLoss);
   auto target = queue();
   target->record_use();
   const std::size_t pending = std::min<std::size_t>(4, target->capacity().value_or(4));
@@ -119,11 +126,15 @@ TEST_P(DeferredProbe, ABatchOfThirtyTwoRunsInFifoOrder) {
   target->signal_fences();
   ORTMEM_CTS_CHECKING("DQ-002");
   EXPECT_EQ(target->drain(), batch);
-  EXPECT_EQ(harness_->allocator->release_order(), order) << "a batch of " << batch << " ran out of order";
+  EXPECT_EQ(harness_->release_order(*target), order) << "a batch of " << batch << " ran out of order";
+  EXPECT_EQ(RegistryHarness::protocol_violations(*target), "");
 }
 
 TEST_P(DeferredProbe, AFullQueueThatIsClosedOrLostAnswersByPrecedence) {
   covers("DQ-006");
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueCapacity);
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueClose);
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueDeviceLoss);
   auto target = queue(4);
   const auto capacity = target->capacity();
   if (!capacity) GTEST_SKIP() << kNotApplicable << "the queue is unbounded: it is never full";
@@ -149,6 +160,7 @@ TEST_P(DeferredProbe, AFullQueueThatIsClosedOrLostAnswersByPrecedence) {
 
 TEST_P(DeferredProbe, PendingIsExactAfterEveryStepOfFillDrainRefillCycles) {
   covers("DQ-011");
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
   auto target = queue(3);
   const std::size_t capacity = target->capacity().value_or(3);
   const bool bounded = target->capacity().has_value();

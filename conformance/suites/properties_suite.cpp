@@ -365,6 +365,7 @@ TEST_P(Property, TheBindingLifecycleMatchesItsModel) {
   covers("OWN-002", "OWN-003", "OWN-005", "OWN-008", "REL-008", "DQ-001", "DQ-002", "DQ-008", "TEAR-011",
          "TEAR-013", "TEAR-014");
   ORTMEM_CTS_REQUIRE(Capability::kDeferredQueue);
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
   check_model([this] {
     LifecycleSut sut(adapter());
     ORTMEM_CTS_RC_PRECONDITION(sut.harness.ready());

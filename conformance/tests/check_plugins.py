@@ -3,7 +3,7 @@
 
   check_plugins.py certify RUNNER PLUGIN SCHEMA OUT PROFILES
       An example plugin certifies with exactly the profile results PROFILES
-      gives (core=conformant,virtual=partial,...; a profile left out must
+      gives (core=conformant,virtual=conformant,...; a profile left out must
       not have run) at --abi-minor 1 and 0, with no failing requirement and
       the exit code those results make; each report validates against the
       schema and names the plugin's path, SHA-256 and negotiated version;
@@ -12,9 +12,15 @@
   check_plugins.py refusals RUNNER KNOWN_BAD_DIR MANIFEST OUT
       Every known-bad plugin in MANIFEST is refused before any test: exit 2,
       one line on stderr containing its `refused_with`, no report written.
+  check_plugins.py mechanisms RUNNER PLUGIN SCHEMA OUT
+      A plugin of two mechanisms is refused without --report DIR/, and with it
+      writes one conformant report per mechanism, under a safe file name.
   check_plugins.py lies RUNNER KNOWN_BAD_DIR RUNTIME_MANIFEST OUT
       Every plugin that loads and then lies through the ABI is not conformant,
-      failing exactly its `must_fail` requirements (seed 20261201).
+      failing exactly its `must_fail` requirements (seed 20261201). Each
+      report is left at OUT/lies/NAME.json, where scripts/mutation_test.py
+      (--adapter-reports) reads it for the kill matrix instead of running
+      the plugin again.
 """
 import hashlib
 import json
@@ -70,6 +76,18 @@ def certify(runner, plugin, schema_path, out, profiles):
         for name, result in results.items():
             if result != expected.get(name, "not-run"):
                 problems.append(f"--abi-minor {minor}: profile {name} is {result}, expected {expected.get(name, 'not-run')}")
+        # The ABI offers no control: what needs one is out of scope, and the
+        # verdict says how much, never a silent pass.
+        declared = {p["name"] for p in data["verdict"]["profiles"] if p["declared"]}
+        for requirement in data["requirements"]:
+            if requirement.get("needs") and requirement["profile"] in declared and requirement["status"] != "out-of-scope":
+                problems.append(f"--abi-minor {minor}: {requirement['id']} needs {requirement['needs']} but is "
+                                f"{requirement['status']}, not out-of-scope")
+        for profile in data["verdict"]["profiles"]:
+            out_of_scope = profile["counts"].get("out-of-scope", 0)
+            if out_of_scope and f"scope: {out_of_scope} requirement" not in profile.get("note", ""):
+                problems.append(f"--abi-minor {minor}: profile {profile['name']} has {out_of_scope} out-of-scope "
+                                f"requirements but its note does not say so: {profile.get('note')!r}")
         failing = [r["id"] for r in data["requirements"] if r["status"] == "fail"]
         if failing:
             problems.append(f"--abi-minor {minor}: failing requirements {failing}")
@@ -85,19 +103,25 @@ def certify(runner, plugin, schema_path, out, profiles):
     return problems
 
 
+def library(known_bad, listed, plugin):
+    """The library CMake built for one entry of a known-bad manifest."""
+    return pathlib.Path(known_bad) / f"lib{listed['library_prefix']}_{plugin['name'].replace('-', '_')}.so"
+
+
 def refusals(runner, known_bad, manifest, out):
     out.mkdir(parents=True, exist_ok=True)
     problems = []
-    plugins = json.loads(pathlib.Path(manifest).read_text())["plugins"]
+    listed = json.loads(pathlib.Path(manifest).read_text())
+    plugins = listed["plugins"]
     caught = 0
     for plugin in plugins:
         before = len(problems)
-        library = pathlib.Path(known_bad) / f"libnxmem_bad_{plugin['name'].replace('-', '_')}.so"
+        library_path = library(known_bad, listed, plugin)
         report = out / f"bad-{plugin['name']}.json"
         report.unlink(missing_ok=True)
-        result = run(runner, "run", "--adapter", str(library), "--quiet", "--report", str(report))
+        result = run(runner, "run", "--adapter", str(library_path), "--quiet", "--report", str(report))
         problems += refused(result, report, plugin["refused_with"], plugin["name"])
-        listing = run(runner, "list", "adapters", "--plugin", str(library))
+        listing = run(runner, "list", "adapters", "--plugin", str(library_path))
         if listing.returncode == 0 and "does not open" not in listing.stdout:
             problems.append(f"{plugin['name']}: `list adapters --plugin` shows it as loadable: {listing.stdout!r}")
         caught += len(problems) == before
@@ -107,15 +131,17 @@ def refusals(runner, known_bad, manifest, out):
 
 def lies(runner, known_bad, manifest, out):
     """Every plugin that lies through the ABI fails exactly its must_fail ids."""
+    out = out / "lies"
     out.mkdir(parents=True, exist_ok=True)
     problems = []
-    plugins = json.loads(pathlib.Path(manifest).read_text())["plugins"]
+    listed = json.loads(pathlib.Path(manifest).read_text())
+    plugins = listed["plugins"]
     for plugin in plugins:
-        library = pathlib.Path(known_bad) / f"libnxmem_lie_{plugin['name'].replace('-', '_')}.so"
-        report = out / f"lie-{plugin['name']}.json"
+        library_path = library(known_bad, listed, plugin)
+        report = out / f"{plugin['name']}.json"
         report.unlink(missing_ok=True)
         # The default per-test timeout: under TSan the model suites need it.
-        result = run(runner, "run", "--adapter", str(library), "--seed", "20261201", "--jobs", "2",
+        result = run(runner, "run", "--adapter", str(library_path), "--seed", "20261201", "--jobs", "2",
                      "--quiet", "--report", str(report))
         failing = []
         if report.exists():
@@ -127,10 +153,43 @@ def lies(runner, known_bad, manifest, out):
     return problems
 
 
+def mechanisms(runner, plugin, schema_path, out):
+    """A plugin of several mechanisms: refused without a report directory,
+    then one valid report per mechanism, under a safe file name."""
+    import jsonschema
+    import shutil
+    schema = json.loads(pathlib.Path(schema_path).read_text())
+    shutil.rmtree(out, ignore_errors=True)
+    problems = []
+    refused = run(runner, "run", "--adapter", plugin, "--quiet", "--report", str(out / "one.json"))
+    if refused.returncode != 2 or "--report DIR/" not in refused.stderr or out.exists():
+        problems.append(f"without a directory: exit {refused.returncode}, stderr {refused.stderr.strip()!r}, "
+                        f"expected exit 2 asking for --report DIR/ and nothing written")
+    budget = os.environ.get("ORTMEM_TEST_MODEL_BUDGET", "").split()
+    result = run(runner, "run", "--adapter", plugin, *budget, "--quiet", "--jobs", "2", "--report", f"{out}/")
+    if result.returncode != 0:
+        problems.append(f"--report DIR/: exit {result.returncode}, expected 0:\n{result.stdout[-1500:]}{result.stderr[-800:]}")
+    expected = {"eager-host.json": "eager-host", "eager_twin_2.json": "eager twin/2"}
+    written = sorted(p.name for p in out.glob("*.json")) if out.exists() else []
+    if written != sorted(expected):
+        problems.append(f"--report DIR/ wrote {written}, expected {sorted(expected)}")
+    for name, mechanism in expected.items():
+        report = out / name
+        if not report.exists():
+            continue
+        data = json.loads(report.read_text())
+        jsonschema.Draft202012Validator(schema).validate(data)
+        if data["adapter"].get("origin", {}).get("mechanism") != mechanism or data["verdict"]["overall"] != "conformant":
+            problems.append(f"{name}: mechanism {data['adapter'].get('origin')!r}, verdict {data['verdict']['overall']}")
+    return problems
+
+
 def main():
     kind, runner, *rest = sys.argv[1:]
     if kind == "certify":
         problems = certify(runner, rest[0], rest[1], pathlib.Path(rest[2]), rest[3])
+    elif kind == "mechanisms":
+        problems = mechanisms(runner, rest[0], rest[1], pathlib.Path(rest[2]))
     else:
         problems = (refusals if kind == "refusals" else lies)(runner, *rest[:2], pathlib.Path(rest[2]))
     for problem in problems:

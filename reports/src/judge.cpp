@@ -19,7 +19,7 @@ constexpr TestStatus kTestStatuses[] = {TestStatus::kPass,  TestStatus::kFail,  
                                         TestStatus::kWaived,  TestStatus::kError, TestStatus::kFlaky};
 constexpr RequirementStatus kRequirementStatuses[] = {RequirementStatus::kPass, RequirementStatus::kFail,
                                                       RequirementStatus::kNotApplicable, RequirementStatus::kNotRun,
-                                                      RequirementStatus::kWaived};
+                                                      RequirementStatus::kWaived, RequirementStatus::kOutOfScope};
 constexpr ProfileResult kProfileResults[] = {ProfileResult::kConformant, ProfileResult::kNotConformant,
                                              ProfileResult::kPartial,    ProfileResult::kNotRun,
                                              ProfileResult::kIncomplete, ProfileResult::kWaived};
@@ -56,13 +56,15 @@ RequirementStatus requirement_status(const std::vector<const TestResult*>& tests
   return RequirementStatus::kNotRun;
 }
 
-ProfileVerdict judge_profile(const std::string& profile, bool declared, const std::vector<RequirementResult>& results) {
+ProfileVerdict judge_profile(const std::string& profile, bool declared, const std::vector<RequirementResult>& results,
+                             const AdapterOrigin* origin) {
   ProfileVerdict verdict{profile, ProfileResult::kNotRun, declared, {}, {}};
   bool must_failed = false;
   bool must_not_run = false;
   bool anything_ran = false;
   bool should_failed = false;
   bool must_waived = false;
+  int out_of_scope = 0;
   for (const RequirementResult& result : results) {
     if (result.requirement.profile != profile) continue;
     ++verdict.counts[to_string(result.status)];
@@ -71,8 +73,10 @@ ProfileVerdict judge_profile(const std::string& profile, bool declared, const st
                     result.status == RequirementStatus::kWaived;
     must_waived |= must && result.status == RequirementStatus::kWaived;
     if (result.status == RequirementStatus::kFail) (must ? must_failed : should_failed) = true;
-    const bool skipped_while_declared =
-        declared && result.status == RequirementStatus::kNotApplicable && !result.requirement.justified;
+    out_of_scope += result.status == RequirementStatus::kOutOfScope ? 1 : 0;
+    const bool skipped_while_declared = declared && result.applies &&
+                                        result.status == RequirementStatus::kNotApplicable &&
+                                        !result.requirement.justified;
     if (must && (result.status == RequirementStatus::kNotRun || skipped_while_declared)) must_not_run = true;
   }
   if (must_failed) {
@@ -90,6 +94,11 @@ ProfileVerdict judge_profile(const std::string& profile, bool declared, const st
     verdict.result = ProfileResult::kConformant;
   }
   if (should_failed) verdict.note += (verdict.note.empty() ? "" : "; ") + std::string("a SHOULD requirement failed");
+  if (out_of_scope > 0 && origin != nullptr) {
+    // Never a silent pass: the verdict carries how much the surface could not show.
+    verdict.note += (verdict.note.empty() ? "" : "; ") + origin->interface + " scope: " + std::to_string(out_of_scope) +
+                    (out_of_scope == 1 ? " requirement" : " requirements") + " out of scope";
+  }
   return verdict;
 }
 
@@ -117,6 +126,7 @@ std::string to_string(RequirementStatus status) {
     case RequirementStatus::kNotApplicable: return "not-applicable";
     case RequirementStatus::kNotRun: return "not-run";
     case RequirementStatus::kWaived: return "waived";
+    case RequirementStatus::kOutOfScope: return "out-of-scope";
   }
   return "not-run";
 }
@@ -203,7 +213,7 @@ std::vector<TestResult> combine_repeats(const std::vector<TestResult>& runs) {
 }
 
 const std::vector<std::string>& all_profiles() {
-  static const std::vector<std::string> profiles = {"core", "pins", "deferred", "virtual", "shared"};
+  static const std::vector<std::string> profiles = {"core", "pins", "deferred", "virtual", "shared", "abi"};
   return profiles;
 }
 
@@ -211,7 +221,8 @@ std::vector<std::string> declared_profiles(const std::vector<std::string>& capab
   static const std::map<std::string, std::string, std::less<>> kProfileOf = {{"context-pins", "pins"},
                                                                             {"deferred-queue", "deferred"},
                                                                             {"virtual-backing", "virtual"},
-                                                                            {"shared-mapping", "shared"}};
+                                                                            {"shared-mapping", "shared"},
+                                                                            {"nxmem-abi", "abi"}};
   std::vector<std::string> declared = {"core"};
   for (const std::string& profile : all_profiles()) {
     for (const std::string& capability : capabilities) {
@@ -222,8 +233,16 @@ std::vector<std::string> declared_profiles(const std::vector<std::string>& capab
   return declared;
 }
 
+// Whether the surface `origin` describes offers every control `requirement` needs.
+bool in_scope(const SpecRequirement& requirement, const AdapterOrigin* origin) {
+  if (origin == nullptr) return true;
+  return std::all_of(requirement.needs.begin(), requirement.needs.end(), [&](const std::string& control) {
+    return std::find(origin->controls.begin(), origin->controls.end(), control) != origin->controls.end();
+  });
+}
+
 Judgement judge(const std::vector<SpecRequirement>& spec, const std::vector<TestResult>& tests,
-                const std::vector<std::string>& declared_list, Scope scope) {
+                const std::vector<std::string>& declared_list, Scope scope, const AdapterOrigin* origin) {
   std::map<std::string, std::vector<const TestResult*>> by_requirement;
   for (const TestResult& test : tests) {
     // A check may name a requirement its test's list leaves out; it still counts.
@@ -244,6 +263,15 @@ Judgement judge(const std::vector<SpecRequirement>& spec, const std::vector<Test
     if (result.status == RequirementStatus::kNotRun && named_by.empty() && requirement.justified) {
       result.status = RequirementStatus::kNotApplicable;
     }
+    // A failure stays a failure: a check that ran and failed showed something.
+    const bool showed = result.status == RequirementStatus::kFail || result.status == RequirementStatus::kWaived;
+    const bool profile_declared = requirement.profile == "core" || declared.contains(requirement.profile);
+    result.applies = requirement.applies_with.empty() || declared.contains(requirement.applies_with);
+    if (!showed && !result.applies) result.status = RequirementStatus::kNotApplicable;
+    // Scope is a question only for what the adapter declares.
+    if (!showed && result.applies && profile_declared && !in_scope(requirement, origin)) {
+      result.status = RequirementStatus::kOutOfScope;
+    }
     judgement.requirements.push_back(std::move(result));
   }
 
@@ -253,7 +281,7 @@ Judgement judge(const std::vector<SpecRequirement>& spec, const std::vector<Test
   bool anything_ran = false;
   for (const std::string& profile : all_profiles()) {
     ProfileVerdict verdict =
-        judge_profile(profile, profile == "core" || declared.contains(profile), judgement.requirements);
+        judge_profile(profile, profile == "core" || declared.contains(profile), judgement.requirements, origin);
     any_not_conformant |= verdict.result == ProfileResult::kNotConformant;
     anything_ran |= verdict.result != ProfileResult::kNotRun;
     any_waived |= verdict.result == ProfileResult::kWaived;
@@ -283,7 +311,8 @@ Judgement judge(const std::vector<SpecRequirement>& spec, const std::vector<Test
 }
 
 void judge_report(const std::vector<SpecRequirement>& spec, Report& report) {
-  report.judgement = judge(spec, report.tests, declared_profiles(report.adapter.capabilities), report.run.scope);
+  report.judgement = judge(spec, report.tests, declared_profiles(report.adapter.capabilities), report.run.scope,
+                           report.adapter.origin ? &*report.adapter.origin : nullptr);
 }
 
 }  // namespace ortmem::report

@@ -62,7 +62,7 @@ int rank(ProfileResult result) {
 
 bool is_good(RequirementStatus status) {
   return status == RequirementStatus::kPass || status == RequirementStatus::kNotApplicable ||
-         status == RequirementStatus::kWaived;
+         status == RequirementStatus::kWaived || status == RequirementStatus::kOutOfScope;
 }
 
 bool is_good(TestStatus status) { return !is_failure(status); }

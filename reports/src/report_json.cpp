@@ -151,8 +151,10 @@ Report read_report(const json& document) {
                     adapter.strings("capabilities"), std::nullopt};
   if (adapter.has("origin")) {
     const Fields origin(adapter.at("origin"), "adapter.origin");
+    // A 1.4.0 origin has no controls: plugins then offered none.
     report.adapter.origin = AdapterOrigin{origin.string("interface"), origin.string("path"), origin.string("sha256"),
-                                          origin.string("mechanism")};
+                                          origin.string("mechanism"),
+                                          origin.has("controls") ? origin.strings("controls") : std::vector<std::string>{}};
   }
   const Fields environment(root.at("environment"), "environment");
   report.environment = {environment.string("os"),  environment.string("kernel"),
@@ -209,6 +211,8 @@ Report read_report(const json& document) {
     entry.requirement = {requirement.string("id"), requirement.string("level"), requirement.string("profile"),
                          requirement.optional_string("title")};
     entry.requirement.remedy = requirement.optional_string("remedy");
+    if (requirement.has("needs")) entry.requirement.needs = requirement.strings("needs");
+    entry.requirement.applies_with = requirement.optional_string("applies_with");
     entry.status = requirement.status<RequirementStatus>("status", requirement_status_named, "a requirement status");
     entry.tests = requirement.strings("tests");
     report.judgement.requirements.push_back(std::move(entry));
@@ -327,6 +331,8 @@ json to_json(const Report& report) {
                             {"status", to_string(result.status)},
                             {"tests", result.tests}});
     if (!result.requirement.remedy.empty()) requirements.back()["remedy"] = result.requirement.remedy;
+    if (!result.requirement.needs.empty()) requirements.back()["needs"] = result.requirement.needs;
+    if (!result.requirement.applies_with.empty()) requirements.back()["applies_with"] = result.requirement.applies_with;
   }
   json profiles = json::array();
   for (const ProfileVerdict& verdict : report.judgement.verdict.profiles) {
@@ -377,7 +383,8 @@ json to_json(const Report& report) {
     adapter["origin"] = {{"interface", origin->interface},
                          {"path", origin->path},
                          {"sha256", origin->sha256},
-                         {"mechanism", origin->mechanism}};
+                         {"mechanism", origin->mechanism},
+                         {"controls", origin->controls}};
   }
   const EnvironmentSection& environment = report.environment;
   return {{"schema", {{"id", kSchemaId}, {"version", kSchemaVersion}}},

@@ -130,7 +130,9 @@ Verification verify_report(const nlohmann::json& document, const std::vector<Spe
   // The judgement must follow from the tests, with the spec's own levels and
   // justifications, not with what the report claims about them.
   compare_judgements(report.judgement,
-                     judge(spec, report.tests, declared_profiles(report.adapter.capabilities), report.run.scope), problems);
+                     judge(spec, report.tests, declared_profiles(report.adapter.capabilities), report.run.scope,
+                           report.adapter.origin ? &*report.adapter.origin : nullptr),
+                     problems);
   verification.report = std::move(*read);
   return verification;
 }

@@ -173,6 +173,80 @@ TEST(Judge, AWaivedFailureIsNotHiddenByAnotherTestPassing) {
   EXPECT_EQ(judgement.verdict.overall, ProfileResult::kWaived);
 }
 
+// A spec whose PIN-001 needs fences: what a surface without them cannot show.
+std::vector<SpecRequirement> spec_needing_fences() {
+  std::vector<SpecRequirement> spec = kSpec;
+  spec[2].needs = {"fences"};
+  return spec;
+}
+
+AdapterOrigin plugin_origin(std::vector<std::string> controls) {
+  return AdapterOrigin{"nxmem 1.1", "libp.so", std::string(64, 'a'), "m", std::move(controls)};
+}
+
+TEST(Judge, ARequirementNeedingAControlTheSurfaceLacksIsOutOfScopeAndSaidSo) {
+  const AdapterOrigin origin = plugin_origin({});
+  const auto judgement = judge(spec_needing_fences(),
+                               {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
+                                test("b", {"PIN-001"}, TestStatus::kNotApplicable)},
+                               {"core", "pins"}, Scope{}, &origin);
+  EXPECT_EQ(judgement.requirements[2].status, RequirementStatus::kOutOfScope);
+  const ProfileVerdict& pins = profile(judgement, "pins");
+  EXPECT_EQ(pins.result, ProfileResult::kNotRun) << "nothing of pins ran, so nothing of it passed";
+  EXPECT_EQ(pins.counts.at("out-of-scope"), 1);
+  EXPECT_NE(pins.note.find("nxmem 1.1 scope: 1 requirement out of scope"), std::string::npos) << pins.note;
+}
+
+TEST(Judge, OutOfScopeRequirementsDoNotMakeAProfilePartial) {
+  std::vector<SpecRequirement> spec = spec_needing_fences();
+  spec.push_back({"PIN-002", "MUST", "pins", "e"});
+  const AdapterOrigin origin = plugin_origin({"queue-close"});
+  const auto judgement = judge(spec,
+                               {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
+                                test("b", {"PIN-002"}, TestStatus::kPass), test("c", {"PIN-001"}, TestStatus::kNotApplicable)},
+                               {"core", "pins"}, Scope{}, &origin);
+  EXPECT_EQ(profile(judgement, "pins").result, ProfileResult::kConformant);
+  EXPECT_EQ(judgement.verdict.overall, ProfileResult::kConformant);
+}
+
+TEST(Judge, ACompiledInAdapterOrASurfaceWithTheControlIsJudgedInFull) {
+  const AdapterOrigin with_fences = plugin_origin({"fences"});
+  for (const AdapterOrigin* origin : {static_cast<const AdapterOrigin*>(nullptr), &with_fences}) {
+    const auto judgement = judge(spec_needing_fences(),
+                                 {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
+                                  test("b", {"PIN-001"}, TestStatus::kNotApplicable)},
+                                 {"core", "pins"}, Scope{}, origin);
+    EXPECT_EQ(judgement.requirements[2].status, RequirementStatus::kNotApplicable);
+    EXPECT_EQ(profile(judgement, "pins").counts.count("out-of-scope"), 0U);
+    EXPECT_EQ(profile(judgement, "pins").note.find("scope"), std::string::npos);
+  }
+}
+
+TEST(Judge, AFailureOfAnOutOfScopeRequirementStaysAFailure) {
+  const AdapterOrigin origin = plugin_origin({});
+  const auto judgement = judge(spec_needing_fences(), {test("b", {"PIN-001"}, TestStatus::kFail)}, {"core", "pins"},
+                               Scope{}, &origin);
+  EXPECT_EQ(judgement.requirements[2].status, RequirementStatus::kFail);
+  EXPECT_EQ(judgement.verdict.overall, ProfileResult::kNotConformant);
+}
+
+TEST(Judge, ARequirementAppliesWithItsProfileOrIsNotApplicableWithoutPenalty) {
+  std::vector<SpecRequirement> spec = kSpec;
+  spec[3].applies_with = "pins";  // VB-001 exists only beside pins
+  spec.push_back({"VB-002", "MUST", "virtual", "e"});
+  const std::vector<TestResult> tests = {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
+                                         test("b", {"PIN-001"}, TestStatus::kPass),
+                                         test("c", {"VB-001"}, TestStatus::kNotApplicable),
+                                         test("d", {"VB-002"}, TestStatus::kPass)};
+  const auto without = judge(spec, tests, {"core", "virtual"}, Scope{});
+  EXPECT_FALSE(without.requirements[3].applies);
+  EXPECT_EQ(without.requirements[3].status, RequirementStatus::kNotApplicable);
+  EXPECT_EQ(profile(without, "virtual").result, ProfileResult::kConformant);
+  const auto with = judge(spec, tests, {"core", "pins", "virtual"}, Scope{});
+  EXPECT_TRUE(with.requirements[3].applies);
+  EXPECT_EQ(profile(with, "virtual").result, ProfileResult::kPartial) << "declared beside pins, a skip is partial";
+}
+
 TEST(Judge, DeclaredProfilesFollowTheCapabilitiesInReportOrder) {
   EXPECT_EQ(declared_profiles({"shared-mapping", "context-pins", "fault-injection"}),
             (std::vector<std::string>{"core", "pins", "shared"}));
@@ -186,6 +260,7 @@ TEST(Judge, StatusNamesReadBackToTheirValues) {
   EXPECT_EQ(test_status_named("passed"), std::nullopt);
   EXPECT_EQ(profile_result_named("incomplete"), ProfileResult::kIncomplete);
   EXPECT_EQ(requirement_status_named(""), std::nullopt);
+  EXPECT_EQ(requirement_status_named("out-of-scope"), RequirementStatus::kOutOfScope);
 }
 
 }  // namespace

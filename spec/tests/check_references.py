@@ -14,7 +14,7 @@ import re
 import sys
 from collections import Counter
 
-ID_PATTERN = re.compile(r"\b(ALLOC|VB|SM|PIN|BIND|OWN|REL|DQ|LOCK|TEAR)-(\d{3})\b")
+ID_PATTERN = re.compile(r"\b(ALLOC|VB|SM|PIN|BIND|OWN|REL|DQ|LOCK|TEAR|ABI)-(\d{3})\b")
 SOURCE_SUFFIXES = {".cpp", ".hpp", ".h", ".cc", ".cu"}
 
 

@@ -1,7 +1,7 @@
 /* adapters/plugin/examples/vm_host_plugin.c: an nxmem plugin over the
  * operating system's virtual memory, at ABI minor 1. One factory, "vm-host",
- * offers the allocator with virtual backing, shared mapping and the
- * structured release.
+ * offers the allocator with virtual backing, shared mapping, deferred release
+ * and the structured release.
  *
  * An allocation is a reservation of address space (mmap PROT_NONE) carved
  * into granules of one page. A granule is unmapped, committed (private
@@ -26,13 +26,20 @@
  * One mutex per allocator guards its tables. It is held across mmap,
  * mprotect and madvise where a change must be atomic with the tables (those
  * calls do not block indefinitely); allocate and release do their large
- * mapping work on a region nobody else can reach. This plugin makes no
- * callback into the host.
+ * mapping work on a region nobody else can reach.
+ *
+ * Deferred release is the one place this plugin calls the host: each queued
+ * ticket's release is performed, and its release_completed delivered, by
+ * whichever thread holds the allocator's single "deliverer" role (its worker
+ * thread, a caller of drain_releases, or the final release), never with the
+ * mutex held, so the host may call back into the allocator from the
+ * completion.
  */
 #define _GNU_SOURCE /* memfd_create, MAP_ANONYMOUS, MAP_NORESERVE, madvise */
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,8 +54,9 @@
 #define MECHANISM_ID 0x766d2d686f7374ull /* "vm-host" */
 #define NAME "vm-host"
 
-#define PLUGIN_CAPS \
-  (NXMEM_CAP_ALLOCATOR | NXMEM_CAP_VIRTUAL_BACKING | NXMEM_CAP_SHARED_MAPPING | NXMEM_CAP_STRUCTURED_RELEASE)
+#define PLUGIN_CAPS                                                                                     \
+  (NXMEM_CAP_ALLOCATOR | NXMEM_CAP_VIRTUAL_BACKING | NXMEM_CAP_SHARED_MAPPING | NXMEM_CAP_DEFERRED_RELEASE | \
+   NXMEM_CAP_STRUCTURED_RELEASE)
 
 static int failed(NxmemStatus s) { return s.code != NXMEM_STATUS_OK; }
 
@@ -168,16 +176,63 @@ typedef struct Region {
   struct Region* next; /* hash chain */
 } Region;
 
+/* A deferred release: its region is out of the table (no call can reach it)
+ * but still mapped, until the deliverer takes it. */
+typedef struct Queued {
+  uint64_t ticket;
+  uint64_t allocation_id;
+  uint64_t bytes;
+  Region* region;
+  struct Queued* next;
+} Queued;
+
+/* Where a worker that closed its own allocator waits to be joined: it
+ * outlives the allocator, so it is its own allocation. */
+typedef struct Exited {
+  pthread_t thread;
+  struct Exited* next;
+} Exited;
+
 typedef struct Allocator {
   NxmemAllocatorVtable vtable;
   NxmemVirtualBackingVtable virtual_backing;
   NxmemSharedMappingVtable shared_mapping;
   uint64_t granule;
+  /* Copied at open and never written again, so the deliverer reads it
+   * without the mutex; release_completed is NULL when the host gave none. */
+  NxmemHostCallbacks host;
   pthread_mutex_t mutex;
   Region** buckets; /* guarded by mutex, as is everything below */
   size_t bucket_count;
   size_t region_count;
   Prefix* prefixes;
+  /* Deferred release. The queue holds tickets nobody has taken; at most one
+   * thread (the deliverer) has taken one and is releasing and reporting it.
+   * Taking only the head, and only while nobody delivers, is what keeps the
+   * completions in enqueue order and each exactly once. */
+  Queued* queue_head;
+  Queued* queue_tail;
+  uint64_t queued;            /* tickets in the queue */
+  uint64_t last_ticket;       /* the last ticket issued; tickets run from 1 */
+  uint64_t delivered_through; /* every ticket up to this one has been reported */
+  int delivering;
+  pthread_t deliverer; /* meaningful while delivering */
+  /* drain_releases calls under way. While there are any, the worker takes
+   * no two tickets in a row: it would otherwise take each next one before a
+   * waiting drain could (it holds the mutex from one delivery to the next),
+   * and drains would only ever watch it; it stands back no longer than that,
+   * so drains that keep coming cannot starve it either. */
+  unsigned drainers;
+  pthread_cond_t changed; /* broadcast on every change a waiter could want */
+  int worker_started;
+  int stopping; /* the worker is to exit: the final release has emptied the queue */
+  pthread_t worker;
+  Exited* exit_record; /* the worker's, made with it */
+  /* The final release came from inside a completion `closer` was delivering;
+   * that delivering frame, which is about to touch the allocator again,
+   * finishes the close in its place. */
+  int closing;
+  pthread_t closer;
   atomic_uint_fast64_t references;
 } Allocator;
 
@@ -186,6 +241,14 @@ static atomic_uint_fast64_t live_allocations;
 static atomic_uint_fast64_t live_views;
 static atomic_uint_fast64_t live_capabilities;
 static atomic_uint_fast64_t live_factories;
+/* Tickets whose completion has not yet returned from the host, across
+ * allocators: each still holds the module (its code runs again) and the
+ * host's callback table. */
+static atomic_uint_fast64_t queued_releases;
+/* Workers that closed their own allocator and have yet to be joined; the
+ * unload report joins them, since a module must not go while one runs. */
+static pthread_mutex_t exited_mutex = PTHREAD_MUTEX_INITIALIZER;
+static Exited* exited_workers;
 /* Handles are unique across allocators, so one allocator never mistakes
  * another's prefix for its own. */
 static atomic_uint_fast64_t next_handle = 1;
@@ -479,16 +542,13 @@ static NxmemStatus vm_allocate(void* ctx, const NxmemAllocRequest* request, Nxme
   return make_allocation(ctx, request, &whole, request->bytes == 0 ? 0 : 1, result);
 }
 
-/* Ends an allocation: every mapped granule (committed or shared) goes with the
- * reservation in one munmap, so a failure has changed nothing. */
-static NxmemStatus take_back(Allocator* self, const NxmemAllocation* allocation, uint64_t* unmapped_out) {
-  if (allocation->struct_size < sizeof(NxmemAllocation)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short allocation");
-  Region* region = NULL;
-  pthread_mutex_lock(&self->mutex);
-  NxmemStatus found = lookup(self, allocation, &region);
-  if (!failed(found)) unlink_region(self, region); /* nobody else reaches it while it is unmapped */
-  pthread_mutex_unlock(&self->mutex);
-  if (failed(found)) return found;
+/* Ends an allocation the caller has taken out of the table (so nobody else
+ * reaches it while it is unmapped): every mapped granule (committed or
+ * shared) goes with the reservation in one munmap, so a failure has changed
+ * nothing and the region goes back in the table. Its id cannot have been
+ * reissued meanwhile, even across a deferred release's wait: the host never
+ * reuses an id. */
+static NxmemStatus unmap_taken(Allocator* self, Region* region, uint64_t* unmapped_out) {
   const uint64_t unmapped = mapped_granules(region) * self->granule;
   if (munmap(region->base, (size_t)(region->granule_count * self->granule)) != 0) {
     const int error = errno;
@@ -506,6 +566,17 @@ static NxmemStatus take_back(Allocator* self, const NxmemAllocation* allocation,
   atomic_fetch_sub(&live_allocations, 1);
   *unmapped_out = unmapped;
   return example_ok();
+}
+
+static NxmemStatus take_back(Allocator* self, const NxmemAllocation* allocation, uint64_t* unmapped_out) {
+  if (allocation->struct_size < sizeof(NxmemAllocation)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short allocation");
+  Region* region = NULL;
+  pthread_mutex_lock(&self->mutex);
+  NxmemStatus found = lookup(self, allocation, &region);
+  if (!failed(found)) unlink_region(self, region);
+  pthread_mutex_unlock(&self->mutex);
+  if (failed(found)) return found;
+  return unmap_taken(self, region, unmapped_out);
 }
 
 static NxmemStatus vm_deallocate(void* ctx, const NxmemAllocation* allocation, uint64_t* unmapped_out) {
@@ -533,9 +604,10 @@ static NxmemStatus vm_release_allocation(void* ctx, const NxmemAllocation* alloc
 
 static void vm_retain(void* ctx) { atomic_fetch_add(&((Allocator*)ctx)->references, 1); }
 
-static void vm_release(void* ctx) {
-  Allocator* self = ctx;
-  if (atomic_fetch_sub(&self->references, 1) != 1) return;
+/* Frees the allocator and whatever the host left in it. Nothing else runs in
+ * it any more: the queue is empty and the worker has been joined, or is the
+ * caller. */
+static void destroy_allocator(Allocator* self) {
   /* The host gives back what it holds first; whatever is left goes here so
    * the module can be unloaded. */
   for (size_t b = 0; b < self->bucket_count; ++b) {
@@ -555,9 +627,326 @@ static void vm_release(void* ctx) {
     prefix = next;
   }
   free(self->buckets);
+  free(self->exit_record);
+  pthread_cond_destroy(&self->changed);
   pthread_mutex_destroy(&self->mutex);
   free(self);
+}
+
+/* ---- deferred release --------------------------------------------------- */
+
+/* Whether the calling thread is inside a completion this allocator is
+ * delivering; caller holds the mutex. */
+static int is_deliverer(const Allocator* self) {
+  return self->delivering && pthread_equal(self->deliverer, pthread_self());
+}
+
+/* Whether the final release left its close to the calling thread's
+ * delivering frame; caller holds the mutex. */
+static int must_close(const Allocator* self) { return self->closing && pthread_equal(self->closer, pthread_self()); }
+
+/* A host's status message, fit for one of ours: its bytes need not end in
+ * NUL or be valid UTF-8, so only printable ASCII passes. */
+static const char* host_message(const NxmemStatus* status, char* out, size_t size) {
+  size_t length = status->message_len < NXMEM_STATUS_MESSAGE_MAX ? status->message_len : NXMEM_STATUS_MESSAGE_MAX;
+  if (length > size - 1) length = size - 1;
+  for (size_t i = 0; i < length; ++i) {
+    const uint8_t byte = status->message[i];
+    if (byte == 0) {
+      length = i;
+      break;
+    }
+    out[i] = byte >= 0x20 && byte < 0x7f ? (char)byte : '?';
+  }
+  out[length] = '\0';
+  return out;
+}
+
+/* Takes the head ticket, releases its region as the structured release
+ * would, and reports it. Caller holds the mutex, nobody is delivering and
+ * the queue is not empty. The mutex is dropped across the release and the
+ * host's callback (which may call back into this allocator) and held again
+ * on return; the `delivering` mark it leaves meanwhile is what keeps every
+ * other thread from taking the next ticket before this one is reported.
+ * Answers what release_completed answered. */
+static NxmemStatus deliver_head_locked(Allocator* self) {
+  Queued* queued = self->queue_head;
+  self->queue_head = queued->next;
+  if (self->queue_head == NULL) self->queue_tail = NULL;
+  --self->queued;
+  self->delivering = 1;
+  self->deliverer = pthread_self();
+  pthread_mutex_unlock(&self->mutex);
+
+  NxmemReleaseCompletion completion;
+  memset(&completion, 0, sizeof completion);
+  completion.struct_size = sizeof completion;
+  completion.ticket = queued->ticket;
+  completion.mechanism_id = MECHANISM_ID;
+  completion.allocation_id = queued->allocation_id;
+  completion.outcome.struct_size = sizeof completion.outcome;
+  uint64_t unmapped = 0;
+  const NxmemStatus done = unmap_taken(self, queued->region, &unmapped);
+  if (failed(done)) {
+    /* The region is back in the table, live, as a failed release leaves it;
+     * the host restores its record on FAILED. */
+    completion.outcome.state = NXMEM_RELEASE_FAILED;
+    completion.outcome.failure = done;
+  } else {
+    completion.outcome.state = NXMEM_RELEASE_COMPLETE;
+    completion.outcome.allocation_bytes = queued->bytes;
+    completion.outcome.unmapped_bytes = unmapped;
+  }
+  free(queued);
+  const NxmemStatus answer = self->host.release_completed(self->host.host_ctx, &completion);
+  /* Counted until the callback has returned: until then the module's code
+   * still runs for this ticket. */
+  atomic_fetch_sub(&queued_releases, 1);
+
+  pthread_mutex_lock(&self->mutex);
+  self->delivering = 0;
+  self->delivered_through = completion.ticket;
+  pthread_cond_broadcast(&self->changed);
+  return answer;
+}
+
+/* The final release's queue work: every ticket still queued is reported, in
+ * order, by the caller or by the worker where it is mid-delivery, and then
+ * the worker is told to exit. Caller holds the mutex and is not delivering. */
+static void close_queue_locked(Allocator* self) {
+  while (self->queue_head != NULL || self->delivering) {
+    if (self->delivering) {
+      pthread_cond_wait(&self->changed, &self->mutex);
+    } else {
+      /* A completion the host refuses is still delivered: its memory is
+       * already gone, and nobody is left to tell. */
+      (void)deliver_head_locked(self);
+    }
+  }
+  self->stopping = 1;
+  pthread_cond_broadcast(&self->changed);
+}
+
+/* The final release, on any thread but the worker. Caller holds the mutex
+ * and is not delivering; the allocator is gone on return. */
+static void close_and_free(Allocator* self) {
+  close_queue_locked(self);
+  const int joins = self->worker_started;
+  const pthread_t worker = self->worker;
+  pthread_mutex_unlock(&self->mutex);
+  /* Joined before anything is freed: no completion after the memory goes,
+   * and no thread left running the module's code once live_allocators says
+   * it may go. */
+  if (joins) pthread_join(worker, NULL);
+  destroy_allocator(self);
   atomic_fetch_sub(&live_allocators, 1);
+}
+
+static void* release_worker(void* arg) {
+  Allocator* self = arg;
+  uint64_t mine = 0; /* the last ticket this worker reported; 0 before any */
+  pthread_mutex_lock(&self->mutex);
+  while (!self->stopping) {
+    const int my_turn = self->drainers == 0 || mine == 0 || self->delivered_through != mine;
+    if (self->queue_head == NULL || self->delivering || !my_turn) {
+      pthread_cond_wait(&self->changed, &self->mutex);
+      continue;
+    }
+    (void)deliver_head_locked(self); /* a refused completion has nobody to go to */
+    mine = self->delivered_through;
+    if (must_close(self)) {
+      /* The host dropped the allocator from inside this completion. This
+       * thread cannot join itself, so it leaves its record for the unload
+       * report to join, and live_allocators keeps counting it until then. */
+      close_queue_locked(self);
+      Exited* record = self->exit_record;
+      self->exit_record = NULL;
+      pthread_mutex_unlock(&self->mutex);
+      destroy_allocator(self);
+      record->thread = pthread_self();
+      pthread_mutex_lock(&exited_mutex);
+      record->next = exited_workers;
+      exited_workers = record;
+      pthread_mutex_unlock(&exited_mutex);
+      return NULL;
+    }
+  }
+  pthread_mutex_unlock(&self->mutex);
+  return NULL;
+}
+
+/* Joins the workers that closed their own allocator. Each has made its last
+ * call and touched its last allocator byte, so a join waits only for its
+ * thread to end. */
+static void join_exited_workers(void) {
+  pthread_mutex_lock(&exited_mutex);
+  Exited* record = exited_workers;
+  exited_workers = NULL;
+  pthread_mutex_unlock(&exited_mutex);
+  while (record != NULL) {
+    Exited* next = record->next;
+    pthread_join(record->thread, NULL);
+    free(record);
+    atomic_fetch_sub(&live_allocators, 1);
+    record = next;
+  }
+}
+
+/* The worker starts with the first deferred release rather than at open: an
+ * allocator the host never defers through costs no thread, and a thread that
+ * cannot start refuses one enqueue (which changes nothing) rather than the
+ * whole open. Caller holds the mutex, which the new worker waits for. */
+static NxmemStatus start_worker_locked(Allocator* self) {
+  Exited* record = calloc(1, sizeof *record);
+  if (record == NULL) return example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for the release worker's record");
+  /* Created with every signal blocked, which it keeps: a process signal is
+   * the host's, for a thread the host runs, not for this one. */
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  const int error = pthread_create(&self->worker, NULL, release_worker, self);
+  pthread_sigmask(SIG_SETMASK, &previous, NULL);
+  if (error != 0) {
+    free(record);
+    char text[128];
+    return example_statusf(code_of_errno(error), NAME ": could not start the release worker (%s); nothing was queued",
+                           error_text(error, text, sizeof text));
+  }
+  self->exit_record = record;
+  self->worker_started = 1;
+  return example_ok();
+}
+
+static NxmemStatus vm_enqueue_release(void* ctx, const NxmemAllocation* allocation, uint64_t* ticket_out) {
+  Allocator* self = ctx;
+  if (allocation == NULL || ticket_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (allocation->struct_size < sizeof(NxmemAllocation)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short allocation");
+  if (self->host.release_completed == NULL) {
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT,
+                          NAME ": no release_completed callback was given at open, so a queued release could never be "
+                               "reported; release it directly");
+  }
+  /* What can fail for want of memory or a thread is done before the
+   * allocation leaves the table, so a refused enqueue changes nothing. */
+  Queued* queued = malloc(sizeof *queued);
+  if (queued == NULL) return example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for the queued release");
+  Region* region = NULL;
+  pthread_mutex_lock(&self->mutex);
+  NxmemStatus outcome = lookup(self, allocation, &region);
+  if (!failed(outcome) && !self->worker_started) outcome = start_worker_locked(self);
+  if (failed(outcome)) {
+    pthread_mutex_unlock(&self->mutex);
+    free(queued);
+    return outcome;
+  }
+  /* Out of the table from now: the host has dropped its record, and no call
+   * may reach the allocation again, though it stays mapped (and counted in
+   * live_allocations) until its release is performed. */
+  unlink_region(self, region);
+  queued->ticket = ++self->last_ticket;
+  queued->allocation_id = region->id;
+  queued->bytes = region->bytes;
+  queued->region = region;
+  queued->next = NULL;
+  if (self->queue_tail != NULL) {
+    self->queue_tail->next = queued;
+  } else {
+    self->queue_head = queued;
+  }
+  self->queue_tail = queued;
+  ++self->queued;
+  atomic_fetch_add(&queued_releases, 1);
+  /* Written while the mutex is still held: no deliverer can take the ticket,
+   * so none can report it, before the host has its number. */
+  *ticket_out = queued->ticket;
+  pthread_cond_broadcast(&self->changed);
+  pthread_mutex_unlock(&self->mutex);
+  return example_ok();
+}
+
+/* Reports, from the calling thread, up to `max` of the tickets issued before
+ * the call, in order. It returns once every one of those has been reported
+ * (waiting out a delivery the worker has in progress) or once it has
+ * reported `max` itself, so the host's counts are exact when it returns.
+ * Tickets enqueued meanwhile, even from its own completions, are the
+ * worker's: they cannot keep this call going. */
+static NxmemStatus vm_drain_releases(void* ctx, uint64_t max, uint64_t* retired_out) {
+  Allocator* self = ctx;
+  if (retired_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  uint64_t retired = 0;
+  NxmemStatus answer = example_ok();
+  pthread_mutex_lock(&self->mutex);
+  if (is_deliverer(self)) {
+    /* Waiting here would wait for this very thread's own delivery. */
+    pthread_mutex_unlock(&self->mutex);
+    *retired_out = 0;
+    return example_status(NXMEM_STATUS_BUSY,
+                          NAME ": drain_releases was called from inside this allocator's release_completed; the "
+                               "tickets still queued are reported after that callback returns");
+  }
+  const uint64_t through = self->last_ticket;
+  /* Counted only with a budget: the worker stands back for a drain that
+   * will take the next ticket, never for one that cannot. */
+  const unsigned counted = max != 0;
+  self->drainers += counted;
+  while (self->delivered_through < through) {
+    if (self->delivering) {
+      pthread_cond_wait(&self->changed, &self->mutex);
+      continue;
+    }
+    if (retired == max || self->queue_head == NULL) break;
+    const uint64_t ticket = self->queue_head->ticket;
+    const NxmemStatus reported = deliver_head_locked(self);
+    ++retired;
+    if (must_close(self)) {
+      /* The host dropped the allocator from inside that completion. */
+      self->drainers -= counted;
+      close_and_free(self);
+      *retired_out = retired;
+      return answer;
+    }
+    if (failed(reported)) {
+      char text[NXMEM_STATUS_MESSAGE_MAX + 1];
+      answer = example_statusf(NXMEM_STATUS_CALLBACK_FAILED,
+                               NAME ": release_completed refused ticket %llu (status %u: %s); it is retired all the "
+                                    "same, and the worker reports the rest",
+                               (unsigned long long)ticket, reported.code, host_message(&reported, text, sizeof text));
+      break;
+    }
+  }
+  self->drainers -= counted;
+  pthread_cond_broadcast(&self->changed); /* the worker may be standing back for this call */
+  pthread_mutex_unlock(&self->mutex);
+  *retired_out = retired;
+  return answer;
+}
+
+static NxmemStatus vm_pending_release_count(void* ctx, uint64_t* count_out) {
+  Allocator* self = ctx;
+  if (count_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  pthread_mutex_lock(&self->mutex);
+  const uint64_t count = self->queued + (self->delivering ? 1u : 0u);
+  pthread_mutex_unlock(&self->mutex);
+  *count_out = count;
+  return example_ok();
+}
+
+static void vm_release(void* ctx) {
+  Allocator* self = ctx;
+  if (atomic_fetch_sub(&self->references, 1) != 1) return;
+  pthread_mutex_lock(&self->mutex);
+  if (is_deliverer(self)) {
+    /* Dropped from inside a completion this thread is delivering. The frame
+     * that called the host resumes in this allocator when the callback
+     * returns, so freeing it here would pull it from under that frame, and
+     * waiting for the worker could wait on this very thread: that frame
+     * finishes the close instead. */
+    self->closing = 1;
+    self->closer = pthread_self();
+    pthread_mutex_unlock(&self->mutex);
+    return;
+  }
+  close_and_free(self);
 }
 
 /* ---- virtual backing ---------------------------------------------------- */
@@ -990,17 +1379,45 @@ static NxmemStatus open_allocator(void* ctx, const NxmemOpenRequest* request, co
                    NAME ": required capabilities 0x%llx include some it lacks at minor %u (it offers 0x%llx)",
                    (unsigned long long)request->required_capability_flags, minor, (unsigned long long)offered);
   }
+  /* The table is the same 32 bytes at every minor, so a shorter one is read
+   * as none. A copy of it serves for the allocator's life: it is what this
+   * plugin reads, and the host keeps its own valid for as long anyway. */
+  NxmemHostCallbacks host;
+  memset(&host, 0, sizeof host);
+  const NxmemHostCallbacks* callbacks = request->callbacks;
+  if (callbacks != NULL && callbacks->struct_size >= sizeof(NxmemHostCallbacks)) {
+    host.struct_size = sizeof host;
+    host.abi_minor = callbacks->abi_minor;
+    host.host_ctx = callbacks->host_ctx;
+    host.request_reclaim = callbacks->request_reclaim;
+    host.release_completed = callbacks->release_completed;
+  }
+  /* Offered without a callback, deferred release is refused per enqueue;
+   * required without one, it could never report a ticket. */
+  if ((request->required_capability_flags & NXMEM_CAP_DEFERRED_RELEASE) != 0 && host.release_completed == NULL) {
+    if (callbacks == NULL) {
+      return example_status(NXMEM_STATUS_UNSUPPORTED_CAPABILITY,
+                            NAME ": deferred release is required but no host callbacks were given, so a queued "
+                                 "release could never be reported");
+    }
+    return example_statusf(NXMEM_STATUS_UNSUPPORTED_CAPABILITY,
+                           NAME ": deferred release is required but the host callbacks (%u bytes) carry no "
+                                "release_completed, so a queued release could never be reported",
+                           callbacks->struct_size);
+  }
   const long page = sysconf(_SC_PAGESIZE);
   if (page <= 0 || !is_power_of_two((uint64_t)page)) return example_status(NXMEM_STATUS_INTERNAL_ERROR, NAME ": no page size");
   Allocator* self = calloc(1, sizeof *self);
   if (self == NULL) return example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for an allocator");
   self->bucket_count = 64;
   self->buckets = calloc(self->bucket_count, sizeof *self->buckets);
-  if (self->buckets == NULL) {
+  if (self->buckets == NULL || pthread_cond_init(&self->changed, NULL) != 0) {
+    free(self->buckets);
     free(self);
     return example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for an allocator");
   }
   pthread_mutex_init(&self->mutex, NULL);
+  self->host = host;
   atomic_init(&self->references, 1);
   self->granule = (uint64_t)page;
 
@@ -1038,8 +1455,11 @@ static NxmemStatus open_allocator(void* ctx, const NxmemOpenRequest* request, co
   self->vtable.release = vm_release;
   self->vtable.virtual_backing = &self->virtual_backing;
   self->vtable.shared_mapping = &self->shared_mapping;
-  /* No deferred release: enqueue_release, drain_releases and
-   * pending_release_count stay NULL. */
+  /* Offered whether or not the host gave callbacks; without them each
+   * enqueue is refused and the queue stays empty. */
+  self->vtable.enqueue_release = vm_enqueue_release;
+  self->vtable.drain_releases = vm_drain_releases;
+  self->vtable.pending_release_count = vm_pending_release_count;
   self->vtable.release_allocation = minor >= 1 ? vm_release_allocation : NULL;
   atomic_fetch_add(&live_allocators, 1);
   *out = &self->vtable;
@@ -1097,10 +1517,16 @@ NxmemStatus NxmemQueryUnloadReadiness(NxmemUnloadReport* report) {
   if (report == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
   memset(report, 0, sizeof *report);
   report->struct_size = sizeof *report;
+  join_exited_workers();
   report->live_allocators = atomic_load(&live_allocators) + atomic_load(&live_factories);
+  /* A queued ticket counts twice, as what it is on each side: its allocation
+   * stays in live_allocations (and its views in live_views) until its release
+   * unmaps it, as the ABI has a queued allocation count as live, and the
+   * ticket stays in queued_releases until its completion has returned, since
+   * until then the module's code runs for it. The total only errs high. */
   report->live_allocations = atomic_load(&live_allocations);
   report->live_views = atomic_load(&live_views);
   report->live_capabilities = atomic_load(&live_capabilities);
-  report->queued_releases = 0;
+  report->queued_releases = atomic_load(&queued_releases);
   return example_ok();
 }

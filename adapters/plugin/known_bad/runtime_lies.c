@@ -8,6 +8,13 @@
  * slot, chosen by LIE, bends the honest answer on its way out. One library
  * per lie; runtime_manifest.json lists each with the requirements the kit
  * must fail it on, exactly.
+ *
+ * Deferred release is bent on the way back: the honest plugin is opened
+ * with a callback table of the wrapper's (its host_ctx is the wrapper),
+ * whose release_completed bends a completion, or withholds, repeats or
+ * forges one, and then forwards to the host's own table. The honest worker
+ * thread calls it concurrently with the host's threads, so what it keeps is
+ * under a mutex that is never held across a call into the host.
  */
 #define NxmemCreateAllocatorFactories honest_create_factories
 #if BASE_VM
@@ -23,6 +30,18 @@
 #define LIE_FOREIGN_PREFIX_COSTS_NOTHING 4
 #define LIE_EVERY_MAPPING_CHARGED_AGAIN 5
 #define LIE_LARGE_BLOCKS_HALF_SIZE 6
+#define LIE_COMPLETION_DELIVERED_TWICE 7
+#define LIE_COMPLETION_OUT_OF_ORDER 8
+#define LIE_COMPLETION_NAMES_WRONG_TICKET 9
+#define LIE_COMPLETION_FOR_NEVER_ENQUEUED_ALLOCATION 10
+#define LIE_TICKET_NEVER_COMPLETES 11
+/* Not in runtime_manifest.json: no suite checks what a deferred completion
+ * says it released, so the kit certifies this one (a gap in the kit, not a
+ * lie to list until a check fails it). */
+#define LIE_COMPLETION_OVERSTATES_BYTES 12
+
+#include <pthread.h>
+#include <stdatomic.h>
 
 #ifndef LIE
 #error "LIE must name the one rule this plugin breaks"
@@ -33,11 +52,123 @@ typedef struct Wrapped {
   NxmemVirtualBackingVtable virtual_backing;
   NxmemSharedMappingVtable shared_mapping;
   const NxmemAllocatorVtable* honest;
+  /* Set at open, before the honest plugin can call either, and never
+   * written again: `relay` is the table the honest plugin was given (its
+   * host_ctx is this wrapper), `host` a copy of the host's own. */
+  NxmemHostCallbacks relay;
+  NxmemHostCallbacks host;
+  pthread_mutex_t mutex; /* guards what follows; never held across a call out */
+  uint64_t relayed;      /* completions the honest plugin has delivered */
+  /* A completion the lie owes the host: LIE_COMPLETION_OUT_OF_ORDER's
+   * withheld one, or the extra that LIE_COMPLETION_DELIVERED_TWICE and
+   * LIE_COMPLETION_FOR_NEVER_ENQUEUED_ALLOCATION send. */
+  int has_spare;
+  NxmemReleaseCompletion spare;
+  uint64_t forged; /* completions made up so far */
+  /* One per release the host owes (the open, and each retain) and one per
+   * ticket the honest plugin has yet to complete: its worker may deliver a
+   * completion as the host drops the allocator, and the wrapper is that
+   * completion's host_ctx. */
+  atomic_uint_fast64_t references;
 } Wrapped;
 
 #define HONEST(ctx) (((Wrapped*)(ctx))->honest)
 #define HONEST_VB(ctx) (HONEST(ctx)->virtual_backing)
 #define HONEST_SM(ctx) (HONEST(ctx)->shared_mapping)
+
+static void drop(Wrapped* w) {
+  if (atomic_fetch_sub(&w->references, 1) != 1) return;
+  pthread_mutex_destroy(&w->mutex);
+  free(w);
+}
+
+/* ---- the host's callbacks, relayed -------------------------------------- */
+
+static NxmemStatus to_host(Wrapped* w, const NxmemReleaseCompletion* completion) {
+  return w->host.release_completed(w->host.host_ctx, completion);
+}
+
+/* The host may drop the allocator, and with it the callback table, as soon
+ * as its last ticket has completed, even from inside that completion. So a
+ * completion the lie adds is never sent after the real one it follows: it
+ * waits for the next real one (whose ticket keeps the table valid), for the
+ * next drain_releases or for the final release (which the host makes with
+ * the table still valid), and goes out first. A withheld completion keeps
+ * the table valid by itself: its ticket is still outstanding. */
+static int take_spare(Wrapped* w, NxmemReleaseCompletion* out) { /* caller holds the mutex */
+  const int had = w->has_spare;
+  if (had) *out = w->spare;
+  w->has_spare = 0;
+  return had;
+}
+
+/* Sends what the lie still owes, late but never lost; called inside a
+ * call from the host, which keeps the callback table valid. */
+static void deliver_spare(Wrapped* w) {
+  NxmemReleaseCompletion spare;
+  memset(&spare, 0, sizeof spare);
+  pthread_mutex_lock(&w->mutex);
+  const int had = take_spare(w, &spare);
+  pthread_mutex_unlock(&w->mutex);
+  if (had) (void)to_host(w, &spare);
+}
+
+static NxmemStatus relay_release_completed(void* host_ctx, const NxmemReleaseCompletion* completion) {
+  Wrapped* w = host_ctx;
+  NxmemReleaseCompletion bent = *completion;
+  NxmemReleaseCompletion spare;
+  memset(&spare, 0, sizeof spare);
+  pthread_mutex_lock(&w->mutex);
+  const uint64_t nth = ++w->relayed;
+#if LIE == LIE_COMPLETION_OUT_OF_ORDER
+  /* The second of every four is withheld until the next one has gone. */
+  const int overtaken = take_spare(w, &spare);
+  const int withhold = !overtaken && nth % 4 == 2;
+  if (withhold) {
+    w->spare = bent;
+    w->has_spare = 1;
+  }
+#else
+  const int extra = take_spare(w, &spare);
+#endif
+  pthread_mutex_unlock(&w->mutex);
+  (void)nth;
+
+  NxmemStatus answer = example_ok();
+#if LIE == LIE_COMPLETION_OUT_OF_ORDER
+  if (!withhold) answer = to_host(w, &bent);
+  if (overtaken) (void)to_host(w, &spare);
+#else
+  if (extra) (void)to_host(w, &spare); /* the previous one's extra, sent while this ticket is outstanding */
+#if LIE == LIE_COMPLETION_NAMES_WRONG_TICKET
+  bent.ticket += 1000;
+#elif LIE == LIE_COMPLETION_OVERSTATES_BYTES
+  if (bent.outcome.state == NXMEM_RELEASE_COMPLETE) bent.outcome.allocation_bytes += 1;
+#endif
+#if LIE == LIE_TICKET_NEVER_COMPLETES
+  /* Every fifth is swallowed; the honest plugin counts it retired all the same. */
+  if (nth % 5 != 0) answer = to_host(w, &bent);
+#else
+  answer = to_host(w, &bent);
+#endif
+#if LIE == LIE_COMPLETION_DELIVERED_TWICE || LIE == LIE_COMPLETION_FOR_NEVER_ENQUEUED_ALLOCATION
+  pthread_mutex_lock(&w->mutex);
+  w->spare = bent; /* this one again */
+#if LIE == LIE_COMPLETION_FOR_NEVER_ENQUEUED_ALLOCATION
+  w->spare.allocation_id = UINT64_MAX - w->forged++; /* the host counts ids up from 1 */
+#endif
+  w->has_spare = 1;
+  pthread_mutex_unlock(&w->mutex);
+#endif
+#endif
+  drop(w); /* this ticket's */
+  return answer;
+}
+
+static NxmemStatus relay_request_reclaim(void* host_ctx, const NxmemReclaimRequest* request, uint64_t* reclaimed_out) {
+  Wrapped* w = host_ctx;
+  return w->host.request_reclaim(w->host.host_ctx, request, reclaimed_out);
+}
 
 /* ---- the allocator's slots -------------------------------------------- */
 
@@ -57,18 +188,54 @@ static NxmemStatus w_deallocate(void* ctx, const NxmemAllocation* allocation, ui
   return HONEST(ctx)->deallocate(HONEST(ctx)->ctx, &bent, unmapped_out);
 }
 
-static void w_retain(void* ctx) { HONEST(ctx)->retain(HONEST(ctx)->ctx); }
+static void w_retain(void* ctx) {
+  atomic_fetch_add(&((Wrapped*)ctx)->references, 1);
+  HONEST(ctx)->retain(HONEST(ctx)->ctx);
+}
 
 static void w_release(void* ctx) {
   const NxmemAllocatorVtable* honest = HONEST(ctx);
-  honest->release(honest->ctx);
-  free(ctx);
+  honest->release(honest->ctx); /* the final one delivers every ticket still queued */
+  deliver_spare(ctx);           /* nothing owed is left once the host is told all is done */
+  drop(ctx);
 }
 
 static NxmemStatus w_release_allocation(void* ctx, const NxmemAllocation* allocation, NxmemReleaseOutcome* outcome) {
   NxmemStatus answer = HONEST(ctx)->release_allocation(HONEST(ctx)->ctx, allocation, outcome);
 #if LIE == LIE_RELEASE_OVERSTATES_BYTES
   if (answer.code == NXMEM_STATUS_OK && outcome->state == NXMEM_RELEASE_COMPLETE) outcome->allocation_bytes += 1;
+#endif
+  return answer;
+}
+
+/* Deferred release passes straight through to the honest plugin, which
+ * completes into the relay above. */
+static NxmemStatus w_enqueue_release(void* ctx, const NxmemAllocation* allocation, uint64_t* ticket_out) {
+  if (allocation == NULL) return HONEST(ctx)->enqueue_release(HONEST(ctx)->ctx, allocation, ticket_out);
+  NxmemAllocation bent = *allocation;
+#if LIE == LIE_LARGE_BLOCKS_HALF_SIZE
+  if (bent.bytes >= 65536) bent.bytes /= 2;
+#endif
+  /* Taken before the call: the completion may come inside it. */
+  atomic_fetch_add(&((Wrapped*)ctx)->references, 1);
+  const NxmemStatus answer = HONEST(ctx)->enqueue_release(HONEST(ctx)->ctx, &bent, ticket_out);
+  if (answer.code != NXMEM_STATUS_OK) drop(ctx); /* nothing was queued */
+  return answer;
+}
+static NxmemStatus w_drain_releases(void* ctx, uint64_t max, uint64_t* retired_out) {
+  const NxmemStatus answer = HONEST(ctx)->drain_releases(HONEST(ctx)->ctx, max, retired_out);
+  deliver_spare(ctx); /* what the lie owes goes out before the drain returns */
+  return answer;
+}
+static NxmemStatus w_pending_release_count(void* ctx, uint64_t* count_out) {
+  const NxmemStatus answer = HONEST(ctx)->pending_release_count(HONEST(ctx)->ctx, count_out);
+#if LIE == LIE_COMPLETION_OUT_OF_ORDER
+  if (answer.code == NXMEM_STATUS_OK && count_out != NULL) {
+    Wrapped* w = ctx;
+    pthread_mutex_lock(&w->mutex);
+    *count_out += (uint64_t)w->has_spare; /* withheld is still pending: the lie is the order alone */
+    pthread_mutex_unlock(&w->mutex);
+  }
 #endif
   return answer;
 }
@@ -144,13 +311,31 @@ static NxmemAllocatorFactoryVtable wrapped_factory;
 
 static NxmemStatus wrapping_open(void* ctx, const NxmemOpenRequest* request, const NxmemAllocatorVtable** out) {
   const NxmemAllocatorFactoryVtable* const* honest_factory = ctx;
-  const NxmemAllocatorVtable* honest = NULL;
-  NxmemStatus answer = (*honest_factory)->open_allocator((*honest_factory)->ctx, request, &honest);
-  if (answer.code != NXMEM_STATUS_OK) return answer;
   Wrapped* w = calloc(1, sizeof *w);
-  if (w == NULL) {
-    honest->release(honest->ctx);
-    return example_status(NXMEM_STATUS_OUT_OF_MEMORY, "no memory for the wrapper");
+  if (w == NULL) return example_status(NXMEM_STATUS_OUT_OF_MEMORY, "no memory for the wrapper");
+  pthread_mutex_init(&w->mutex, NULL);
+  atomic_init(&w->references, 1);
+  /* The honest plugin completes into the wrapper, which forwards to the
+   * host; anything it would not read as a callback table goes as it is. */
+  NxmemOpenRequest relayed;
+  const NxmemOpenRequest* asked = request;
+  if (request != NULL && request->struct_size >= sizeof(NxmemOpenRequest) && request->callbacks != NULL &&
+      request->callbacks->struct_size >= sizeof(NxmemHostCallbacks)) {
+    w->host = *request->callbacks;
+    w->relay.struct_size = sizeof w->relay;
+    w->relay.abi_minor = w->host.abi_minor;
+    w->relay.host_ctx = w;
+    w->relay.request_reclaim = w->host.request_reclaim != NULL ? relay_request_reclaim : NULL;
+    w->relay.release_completed = w->host.release_completed != NULL ? relay_release_completed : NULL;
+    relayed = *request;
+    relayed.callbacks = &w->relay;
+    asked = &relayed;
+  }
+  const NxmemAllocatorVtable* honest = NULL;
+  NxmemStatus answer = (*honest_factory)->open_allocator((*honest_factory)->ctx, asked, &honest);
+  if (answer.code != NXMEM_STATUS_OK) {
+    drop(w);
+    return answer;
   }
   w->honest = honest;
   w->allocator = *honest;
@@ -162,6 +347,9 @@ static NxmemStatus wrapping_open(void* ctx, const NxmemOpenRequest* request, con
   if (honest->struct_size >= sizeof(NxmemAllocatorVtable) && honest->release_allocation != NULL) {
     w->allocator.release_allocation = w_release_allocation;
   }
+  if (honest->enqueue_release != NULL) w->allocator.enqueue_release = w_enqueue_release;
+  if (honest->drain_releases != NULL) w->allocator.drain_releases = w_drain_releases;
+  if (honest->pending_release_count != NULL) w->allocator.pending_release_count = w_pending_release_count;
 #if BASE_VM
   if (honest->virtual_backing != NULL) {
     w->virtual_backing = *honest->virtual_backing;

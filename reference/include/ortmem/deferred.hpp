@@ -18,6 +18,9 @@
 //        device-lost     -> quarantined (device-lost), allocator not called;
 //        terminated      -> quarantined (mechanism-terminated);
 //        poisoned        -> quarantined (state-poisoned).
+//      A queue whose implementation frees the memory itself (an nxmem
+//      plugin's deferred release) settles the request with what that free
+//      reported instead (settle), and the allocator is not called again.
 //
 // Abandonment is safe: destroying a prepared request, or an enqueue error
 // still holding its request, quarantines it (abandoned-request). Nothing here
@@ -71,6 +74,12 @@ class PreparedAllocationRelease {
   [[nodiscard]] bool is_armed() const noexcept { return armed_; }
 
   [[nodiscard]] AllocationReleaseOutcome execute() && noexcept;
+  // Records the outcome of a release already performed by whoever holds the
+  // memory (a queue that frees it itself, as an nxmem plugin does). The
+  // allocator is not called and the mechanism's gate is not read: the memory's
+  // fate is decided, so the record must say what happened to it. Failed
+  // settles as an allocator-refused quarantine, as from execute().
+  [[nodiscard]] AllocationReleaseOutcome settle(AllocationReleaseOutcome performed) && noexcept;
   // Settles as device-lost without calling the allocator (a queue that observed loss).
   [[nodiscard]] AllocationReleaseOutcome quarantine_device_lost() && noexcept;
   // Settles as quarantined with `reason` without calling the allocator.

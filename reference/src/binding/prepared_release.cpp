@@ -51,6 +51,11 @@ AllocationReleaseOutcome PreparedAllocationRelease::execute() && noexcept {
   return detail::execute_release(taken());
 }
 
+AllocationReleaseOutcome PreparedAllocationRelease::settle(AllocationReleaseOutcome performed) && noexcept {
+  disarm();
+  return detail::settle_outcome(taken(), std::move(performed));
+}
+
 AllocationReleaseOutcome PreparedAllocationRelease::quarantine_device_lost() && noexcept {
   return settle_quarantined(ReleaseAccounting::eager(bytes_), AllocationReleaseState::kDeviceLost,
                             QuarantineReason::of(QuarantineReason::Kind::kDeviceLost), bytes_);

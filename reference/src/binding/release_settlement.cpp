@@ -32,7 +32,13 @@ AllocationReleaseOutcome execute_release(const TakenRelease& taken) noexcept {
                                 QuarantineReason::of(Kind::kStatePoisoned), bytes);
   }
   // No lock is held: the allocator may take its own locks or re-enter the registry.
-  AllocationReleaseOutcome outcome = taken.mechanism.allocator().release(taken.ptr, bytes, taken.align);
+  return settle_outcome(taken, taken.mechanism.allocator().release(taken.ptr, bytes, taken.align));
+}
+
+AllocationReleaseOutcome settle_outcome(const TakenRelease& taken, AllocationReleaseOutcome outcome) noexcept {
+  using Kind = QuarantineReason::Kind;
+  const std::size_t bytes = taken.bytes;
+  const ReleaseAccounting nothing_unmapped = ReleaseAccounting::eager(bytes);
   switch (outcome.kind()) {
     case AllocationReleaseOutcome::Kind::kComplete:
       taken.mechanism.settle_released(taken.slot);

@@ -626,6 +626,53 @@ TEST_F(OwningReleaseTest, AllocatorFailedAfterPrepareIsQuarantinedNeverReturnedA
   EXPECT_EQ(registry_.quarantined(m.mechanism)->front().reason, QuarantineReason::of(Reason::kAllocatorRefused));
 }
 
+// A queue that frees the memory itself (an nxmem plugin's) settles with
+// what its free reported: nothing is asked of the allocator again, and the
+// gate does not overrule what already happened.
+TEST_F(OwningReleaseTest, SettlingWithAPerformedOutcomeRecordsItWithoutCallingTheAllocator) {
+  covers("REL-008", "REL-009", "REL-010");
+  const auto m = add();
+  const auto binding = bind(m);
+  auto complete = binding.allocate_owning(48, 16);
+  auto partial = binding.allocate_owning(64, 64);
+  auto refused = binding.allocate_owning(80, 16);
+  ASSERT_TRUE(complete && partial && refused);
+  auto first = std::move(*complete).prepare_release();
+  auto second = std::move(*partial).prepare_release();
+  auto third = std::move(*refused).prepare_release();
+  ASSERT_TRUE(first && second && third);
+  EXPECT_TRUE(has_counts(snapshot(m), Counts{.active = 3, .queued = 3}));
+  const std::uintptr_t partial_address = address_of(second->data());
+
+  const auto released = std::move(*first).settle(AllocationReleaseOutcome::complete(ReleaseAccounting{48, 0}));
+  EXPECT_TRUE(released.is_complete());
+  const auto residual = std::move(*second).settle(AllocationReleaseOutcome::quarantined(
+      ReleaseAccounting{64, 0}, ResidualOwnership{State::kQuarantined, QuarantineReason::of(Reason::kPartialRelease), 32,
+                                                  partial_address, 64}));
+  ASSERT_TRUE(residual.is_quarantined());
+  EXPECT_EQ(residual.residual()->retained_bytes, 32U);
+  const auto failed = std::move(*third).settle(AllocationReleaseOutcome::failed("the plugin's free failed"));
+  ASSERT_TRUE(failed.is_quarantined()) << "a record already taken never comes back as Failed: " << failed.describe();
+  EXPECT_EQ(failed.residual()->reason, QuarantineReason::of(Reason::kAllocatorRefused));
+
+  EXPECT_EQ(m.allocator->release_calls(), 0U);
+  EXPECT_TRUE(has_counts(snapshot(m), Counts{.quarantined = 2, .quarantined_bytes = 112}));
+}
+
+TEST_F(OwningReleaseTest, ALostDeviceDoesNotOverruleAReleaseThatAlreadyHappened) {
+  covers("REL-006");
+  const auto m = add();
+  auto owner = bind(m).allocate_owning(96, 32);
+  ASSERT_TRUE(owner);
+  auto prepared = std::move(*owner).prepare_release();
+  ASSERT_TRUE(prepared);
+  ASSERT_TRUE(registry_.invalidate_device(DeviceKey::host(), "lost"));
+  const auto outcome = std::move(*prepared).settle(AllocationReleaseOutcome::complete(ReleaseAccounting{96, 0}));
+  EXPECT_TRUE(outcome.is_complete());
+  EXPECT_EQ(m.allocator->release_calls(), 0U);
+  EXPECT_TRUE(has_counts(snapshot(m), Counts{}));
+}
+
 TEST_F(OwningReleaseTest, ALegacyReleaseThatEndsInQuarantineReportsItAndLeavesTheMetadataDead) {
   covers("REL-011", "REL-012");
   const auto m = add();

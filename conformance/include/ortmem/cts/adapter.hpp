@@ -22,6 +22,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "ortmem/allocator.hpp"
 #include "ortmem/context_pin.hpp"
@@ -36,17 +37,39 @@ enum class Capability : std::uint8_t {
   kContextPins,     // make_context() gives a pin source             -> profile "pins"
   kDeferredQueue,   // make_queue() gives a deferred release queue   -> profile "deferred"
   kFaultInjection,  // faults() can make mechanism calls fail
+  kNxmemAbi,        // an nxmem plugin: its boundary is probed raw      -> profile "abi"
 };
 
 [[nodiscard]] std::string_view capability_name(Capability capability) noexcept;
 
+// A control the suites drive beyond the contract's own interfaces. A
+// compiled-in adapter offers every one: the interfaces below require them.
+// An adapter that reaches its implementation through a narrower surface (an
+// nxmem plugin: the ABI has no fence, close, capacity, device-loss or fault
+// control) offers only those that surface gives, and a requirement whose
+// checks need a control the surface lacks is out of its scope: the report
+// says so (spec/requirements.json names each requirement's "needs").
+enum class Control : std::uint8_t {
+  kFences,           // QueueUnderTest::record_use and signal_fences hold and pass fences
+  kQueueClose,       // QueueUnderTest::close
+  kQueueCapacity,    // QueueOptions::capacity bounds a queue
+  kQueueDeviceLoss,  // QueueUnderTest::mark_device_lost
+  kFaultInjection,   // Adapter::faults(), when the adapter declares the capability
+};
+
+[[nodiscard]] std::string_view control_name(Control control) noexcept;
+// Every control, in report order.
+[[nodiscard]] const std::set<Control>& all_controls();
+
 // Where an adapter loaded from a file came from; the report carries it so a
-// verdict names the exact binary. Compiled-in adapters have none.
+// verdict names the exact binary and the surface it was judged through.
+// Compiled-in adapters have none.
 struct LoadedFrom {
   std::string interface;  // "nxmem 1.1": the ABI and the version negotiated
   std::string path;
   std::string sha256;
   std::string mechanism;
+  std::set<Control> controls;  // what the surface offers; every other control is out of its scope
 };
 
 struct AdapterInfo {
@@ -58,6 +81,7 @@ struct AdapterInfo {
   std::optional<LoadedFrom> loaded_from = std::nullopt;
 
   [[nodiscard]] bool declares(Capability capability) const { return capabilities.contains(capability); }
+  [[nodiscard]] bool offers(Control control) const { return !loaded_from || loaded_from->controls.contains(control); }
 };
 
 // Whether the adapter can run on this machine, and if not, why (no GPU, no driver).
@@ -110,6 +134,18 @@ class QueueUnderTest {
   // never refuses for fullness). The kit trusts this over the capacity it
   // asked for in QueueOptions, and fills a bounded queue to exactly this.
   [[nodiscard]] virtual std::optional<std::size_t> capacity() const = 0;
+
+  // What a queue whose implementation frees the memory itself reported (an
+  // nxmem plugin's): the allocator is never called for its requests, so the
+  // kit cannot count the calls. The addresses it settled, in settle order,
+  // and every report that broke the queue's protocol (a completion for
+  // nothing waiting, a second one, one that overtook an earlier request).
+  // nullopt for a queue that executes its requests through the allocator.
+  struct Settlements {
+    std::vector<void*> order;
+    std::vector<std::string> violations;
+  };
+  [[nodiscard]] virtual std::optional<Settlements> settled_itself() const { return std::nullopt; }
 };
 
 // How a write through a mapping that must be read-only ended (SM-008).

@@ -42,6 +42,22 @@ struct RegistryHarness {
   }
 
   [[nodiscard]] MechanismSnapshot snapshot() const { return *registry.snapshot(mechanism); }
+  // The addresses whose release ran, in the order it ran: the allocator's
+  // release calls, or for a queue that frees memory itself (an nxmem
+  // plugin's) what it settled.
+  [[nodiscard]] std::vector<void*> release_order(const QueueUnderTest& queue) const {
+    auto settled = queue.settled_itself();
+    return settled ? std::move(settled->order) : allocator->release_order();
+  }
+  // How a queue that frees memory itself broke its protocol, for people;
+  // empty when it did not, or when the queue executes through the allocator.
+  [[nodiscard]] static std::string protocol_violations(const QueueUnderTest& queue) {
+    std::string all;
+    if (const auto settled = queue.settled_itself()) {
+      for (const std::string& violation : settled->violations) all += (all.empty() ? "" : "; ") + violation;
+    }
+    return all;
+  }
   [[nodiscard]] bool ready() const { return binding.has_value() && context != nullptr; }
 
   BindingRegistry registry;

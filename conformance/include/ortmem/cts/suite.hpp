@@ -137,6 +137,18 @@ struct AdapterName {
     }                                                                                          \
   } while (false)
 
+// Ends the test unless the adapter's surface offers `control`: the
+// requirements that need it are out of that surface's scope, which the
+// report derives from the spec (a test skipped here asserts nothing).
+#define ORTMEM_CTS_REQUIRE_CONTROL(control)                                                    \
+  do {                                                                                         \
+    if (!info().offers(control)) {                                                             \
+      GTEST_SKIP() << ::ortmem::cts::kNotApplicable << "out of scope: "                       \
+                   << info().loaded_from->interface << " offers no "                          \
+                   << ::ortmem::cts::control_name(control) << " control";                     \
+    }                                                                                          \
+  } while (false)
+
 // Failures in the rest of the enclosing scope count against these
 // requirement ids only (in this thread: a worker thread opens its own).
 #define ORTMEM_CTS_CHECKING(...) SCOPED_TRACE(::ortmem::cts::checks_tag(__VA_ARGS__))

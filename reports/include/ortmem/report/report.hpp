@@ -37,16 +37,18 @@
 namespace ortmem::report {
 
 inline constexpr const char* kSchemaId = "https://ortmem-cts.invalid/schema/report.schema.json";
-inline constexpr const char* kSchemaVersion = "1.4.0";
+inline constexpr const char* kSchemaVersion = "1.5.0";
 
 // kFlaky: a test run several times (--repeat) that both passed and failed.
 enum class TestStatus { kPass, kFail, kNotApplicable, kSkipped, kCrash, kTimeout, kWaived, kError, kFlaky };
-enum class RequirementStatus { kPass, kFail, kNotApplicable, kNotRun, kWaived };
+// kOutOfScope: its checks need a control the adapter's surface does not
+// offer (an nxmem plugin's), so nothing could show it either way.
+enum class RequirementStatus { kPass, kFail, kNotApplicable, kNotRun, kWaived, kOutOfScope };
 // kIncomplete is an overall result only: the run stopped before it finished.
 // kWaived: conformant but for failures that expectations list (expectations.hpp).
 enum class ProfileResult { kConformant, kNotConformant, kPartial, kNotRun, kIncomplete, kWaived };
 
-// Every profile, in report order: core, pins, deferred, virtual, shared.
+// Every profile, in report order: core, pins, deferred, virtual, shared, abi.
 [[nodiscard]] const std::vector<std::string>& all_profiles();
 // The profiles an adapter declaring `capabilities` (report names such as
 // "context-pins") must pass: core, then one per capability that has a profile.
@@ -134,19 +136,29 @@ struct Waiver {
 struct SpecRequirement {
   std::string id;
   std::string level;    // MUST, SHOULD, MAY
-  std::string profile;  // core, pins, deferred, virtual, shared
+  std::string profile;  // core, pins, deferred, virtual, shared, abi
   std::string title;
   // The spec explains why no implementation can violate it observably.
   bool justified = false;
   // What implementations usually get wrong about it, and the fix: shown
   // beside its failures.
   std::string remedy{};
+  // The controls its checks drive (control names such as "fences"): an
+  // adapter whose surface lacks one cannot be judged on it.
+  std::vector<std::string> needs{};
+  // A profile the rule exists only alongside (ABI-007 is about completions,
+  // so it applies to a plugin that declares deferred release); empty for
+  // a rule of its own profile alone.
+  std::string applies_with{};
 };
 
 struct RequirementResult {
   SpecRequirement requirement;
   RequirementStatus status = RequirementStatus::kNotRun;
   std::vector<std::string> tests;
+  // False when the adapter does not declare the profile the requirement
+  // applies with: then it is not applicable without making its profile partial.
+  bool applies = true;
 };
 
 struct ProfileVerdict {
@@ -178,9 +190,14 @@ struct Scope {
   bool incomplete = false;
 };
 
+struct AdapterOrigin;
+
 // `declared`: core plus the profiles whose capability the adapter declares.
+// `origin`: where a loaded adapter came from, whose controls bound what can
+// be judged; null for a compiled-in adapter.
 [[nodiscard]] Judgement judge(const std::vector<SpecRequirement>& spec, const std::vector<TestResult>& tests,
-                              const std::vector<std::string>& declared, Scope scope);
+                              const std::vector<std::string>& declared, Scope scope,
+                              const AdapterOrigin* origin = nullptr);
 
 struct KitSection {
   std::string name = "ortmem-cts";
@@ -199,6 +216,9 @@ struct AdapterOrigin {
   std::string path;       // the file, as named on the command line
   std::string sha256;     // of that file, as loaded
   std::string mechanism;  // the factory certified
+  // The controls the surface offers; a requirement needing any other is out
+  // of its scope. (A compiled-in adapter has no origin and offers them all.)
+  std::vector<std::string> controls{};
   friend bool operator==(const AdapterOrigin&, const AdapterOrigin&) = default;
 };
 

@@ -90,6 +90,7 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
     {
       const std::lock_guard lock(mutex_);
       made.order = order_;
+      made.completed = completed_;
       for (const auto& weak : allocators_) {
         if (auto allocator = weak.lock()) seen.push_back(std::move(allocator));
       }
@@ -116,6 +117,7 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
       auto node = waiting_.extract(serial);
       if (node.empty()) return;  // the desk matched it once; it cannot come twice
       order_.push_back(node.mapped().request.data());
+      if (outcome.is_complete()) completed_.push_back({node.mapped().request.size(), outcome.accounting()->allocation_bytes});
       ++settled_since_drain_;
       done.emplace(std::move(node.mapped()));
     }
@@ -148,6 +150,7 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
   std::uint64_t serial_ = 0;                                     // guarded by mutex_
   std::map<std::uint64_t, Waiting> waiting_;                     // guarded by mutex_
   std::vector<void*> order_;                                     // guarded by mutex_
+  std::vector<Settlements::Completed> completed_;                // guarded by mutex_
   std::size_t settled_since_drain_ = 0;                          // guarded by mutex_
   std::vector<Waiting> retired_;                                 // guarded by mutex_
   std::set<std::weak_ptr<plugin::PluginAllocator>, std::owner_less<>> allocators_;  // guarded by mutex_

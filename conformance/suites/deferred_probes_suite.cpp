@@ -128,6 +128,10 @@ TEST_P(DeferredProbe, ABatchOfThirtyTwoRunsInFifoOrder) {
   EXPECT_EQ(target->drain(), batch);
   EXPECT_EQ(harness_->release_order(*target), order) << "a batch of " << batch << " ran out of order";
   EXPECT_EQ(RegistryHarness::protocol_violations(*target), "");
+  {
+    ORTMEM_CTS_CHECKING("ALLOC-017");
+    EXPECT_EQ(RegistryHarness::misreported_completions(*target), "");
+  }
 }
 
 TEST_P(DeferredProbe, AFullQueueThatIsClosedOrLostAnswersByPrecedence) {

@@ -86,6 +86,10 @@ TEST_P(Deferred, RequestsRunInFifoOrder) {
   EXPECT_EQ(queue_->drain(), 0U) << "a request ran twice";
   EXPECT_EQ(harness_->release_order(*queue_), enqueued) << "the queue did not release in FIFO order";
   EXPECT_EQ(RegistryHarness::protocol_violations(*queue_), "");
+  {
+    ORTMEM_CTS_CHECKING("ALLOC-017");
+    EXPECT_EQ(RegistryHarness::misreported_completions(*queue_), "");
+  }
   EXPECT_EQ(harness_->snapshot().quarantined_allocations, 0U);
 }
 

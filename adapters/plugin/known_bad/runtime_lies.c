@@ -35,9 +35,6 @@
 #define LIE_COMPLETION_NAMES_WRONG_TICKET 9
 #define LIE_COMPLETION_FOR_NEVER_ENQUEUED_ALLOCATION 10
 #define LIE_TICKET_NEVER_COMPLETES 11
-/* Not in runtime_manifest.json: no suite checks what a deferred completion
- * says it released, so the kit certifies this one (a gap in the kit, not a
- * lie to list until a check fails it). */
 #define LIE_COMPLETION_OVERSTATES_BYTES 12
 
 #include <pthread.h>

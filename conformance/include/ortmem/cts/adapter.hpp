@@ -138,11 +138,19 @@ class QueueUnderTest {
   // What a queue whose implementation frees the memory itself reported (an
   // nxmem plugin's): the allocator is never called for its requests, so the
   // kit cannot count the calls. The addresses it settled, in settle order,
-  // and every report that broke the queue's protocol (a completion for
-  // nothing waiting, a second one, one that overtook an earlier request).
+  // what each Complete one said it released, and every report that broke
+  // the queue's protocol (a completion for nothing waiting, a second one,
+  // one that overtook an earlier request).
   // nullopt for a queue that executes its requests through the allocator.
   struct Settlements {
+    // A Complete settlement: the size released and the bytes the
+    // implementation said it released (ALLOC-017 holds here too).
+    struct Completed {
+      std::size_t size;
+      std::uint64_t allocation_bytes;
+    };
     std::vector<void*> order;
+    std::vector<Completed> completed;
     std::vector<std::string> violations;
   };
   [[nodiscard]] virtual std::optional<Settlements> settled_itself() const { return std::nullopt; }

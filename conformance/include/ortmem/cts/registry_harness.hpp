@@ -49,6 +49,19 @@ struct RegistryHarness {
     auto settled = queue.settled_itself();
     return settled ? std::move(settled->order) : allocator->release_order();
   }
+  // The Complete settlements of a queue that frees memory itself whose
+  // reported bytes are not the size released, for people; empty when none.
+  [[nodiscard]] static std::string misreported_completions(const QueueUnderTest& queue) {
+    std::string all;
+    if (const auto settled = queue.settled_itself()) {
+      for (const auto& each : settled->completed) {
+        if (each.allocation_bytes == each.size) continue;
+        all += (all.empty() ? "" : "; ") + std::string("a release of ") + std::to_string(each.size) +
+               " bytes completed reporting " + std::to_string(each.allocation_bytes);
+      }
+    }
+    return all;
+  }
   // How a queue that frees memory itself broke its protocol, for people;
   // empty when it did not, or when the queue executes through the allocator.
   [[nodiscard]] static std::string protocol_violations(const QueueUnderTest& queue) {

@@ -11,9 +11,10 @@
 
 namespace ortmem::adapters {
 
-// The queue itself, shared with every completion callback the plugin
-// allocators hold, so a completion that arrives after the queue under test
-// is gone still finds its request to settle.
+// The queue itself. The completion callbacks the plugin allocators hold
+// see it weakly: like any queue it owns the requests it took, and destroying
+// it before the plugin completes them abandons them (quarantine), while a
+// completion that arrives later settles nothing.
 class PluginQueue::Sink final : public DeferredReleaseQueue {
  public:
   Sink(std::shared_ptr<ProviderContextPinSource> pins, AllocatorLookup lookup)
@@ -38,8 +39,6 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
       waiting_.emplace(serial, Waiting{std::move(request), std::move(pin), allocator});
       allocators_.insert(allocator);
     }
-    // Weak: the queue under test owns its requests, as any queue does, and
-    // one destroyed before the plugin completes abandons them (quarantine).
     auto queued = allocator->enqueue_release(ptr, bytes, align,
                                              [weak = self_, serial](AllocationReleaseOutcome outcome) {
                                                if (auto self = weak.lock()) self->settle(serial, std::move(outcome));

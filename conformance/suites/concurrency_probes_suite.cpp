@@ -96,13 +96,15 @@ TEST_P(QueueConcurrency, EightThreadsEnqueuingLeaveAnExactPendingCountAndEachReq
   ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
   auto queue = adapter().make_queue(*harness_->context, {});
   ASSERT_NE(queue, nullptr);
-  const int per_thread = static_cast<int>(std::min<std::size_t>(50, queue->capacity().value_or(400) / kThreads));
+  const int per_thread = static_cast<int>(std::min<std::size_t>(200, queue->capacity().value_or(1600) / kThreads));
   if (per_thread == 0) GTEST_SKIP() << kNotApplicable << "the queue's capacity is below " << kThreads;
   const auto total = static_cast<std::size_t>(per_thread * kThreads);
-  // Fill and drain many times: a count that drifts does so a little per
-  // round, and a lost update needs two enqueues to meet inside one window
-  // (16 rounds once let a racy count through a CI run on a loaded machine).
-  for (int round = 0; round < 64 && !HasFatalFailure(); ++round) {
+  // Fill and drain several times: a count that drifts does so a little per
+  // round, and a lost update needs two enqueues to meet inside one window, so
+  // each round is long (50 per thread once let a racy count through a CI run
+  // on a loaded machine) while the rounds stay few (a queue that waits once
+  // per round for its head's fence must still finish within a mutant's deadline).
+  for (int round = 0; round < 16 && !HasFatalFailure(); ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     fill_and_drain(*queue, per_thread, total);
   }

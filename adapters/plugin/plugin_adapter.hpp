@@ -1,15 +1,17 @@
 // adapters/plugin/plugin_adapter.hpp: one mechanism (factory) of an nxmem
 // plugin, as an adapter the suites certify.
 //
-// The plugin supplies the allocator and its own deferred release, and
-// nothing else the suites drive: pins are the host's side of the ABI, so the
-// provider contexts the registry suites bind through are the kit's reference
-// ones and a plugin never declares the pins profile. What the kit certifies
-// through a plugin today is host-tier memory: the allocator contract (profile
-// core), and virtual backing, shared mapping and deferred release when the
-// factory declares them, each judged on what the ABI lets the kit observe
-// (the requirements needing a control the ABI lacks are reported out of
-// nxmem scope, never passed silently).
+// The plugin supplies the allocator and its own deferred release. Pins are
+// the host's side of the ABI, so the provider contexts the registry suites
+// bind through are the kit's reference ones and a plugin never declares the
+// pins profile. Through the ABI alone the kit certifies host-tier memory:
+// the allocator contract (profile core), and virtual backing, shared mapping
+// and deferred release when the factory declares them, each judged on what
+// the ABI lets the kit observe (the requirements needing a control the ABI
+// lacks are reported out of nxmem scope, never passed silently). A plugin
+// that exports the kit's control extension (ortmem_cts_controls.h) brings
+// those requirements into scope, control by control, and with MEMORY_ACCESS
+// a tier other than host.
 #pragma once
 
 #include <memory>

@@ -100,20 +100,29 @@ class PluginAllocator final : public DeviceAllocator,
   // allocator declares DEFERRED_RELEASE with its two slots. The plugin frees
   // a queued allocation itself and reports what it did through
   // release_completed, from any thread and possibly inside enqueue_release.
-  using Completion = std::function<void(AllocationReleaseOutcome)>;
+  // `by_device_loss`: the plugin settled the ticket as the control
+  // extension says a lost device does (QUARANTINED for DEVICE_ERROR, nothing
+  // unmapped), which only a queue that was told of the loss may read so.
+  using Completion = std::function<void(AllocationReleaseOutcome outcome, bool by_device_loss)>;
   [[nodiscard]] bool releases_deferred() const noexcept { return vtable_.enqueue_release != nullptr; }
   // Hands the live allocation to the plugin's queue. `completed` is called
   // exactly once, with no lock of the kit's held, with the outcome the
   // plugin reported; on refusal the allocation stays live, nothing changed,
-  // and `completed` is never called.
-  [[nodiscard]] Expected<void, std::string> enqueue_release(void* ptr, std::size_t bytes, std::size_t align,
-                                                            Completion completed);
+  // `completed` is never called, and the error is the plugin's answer (or,
+  // for an allocation this allocator does not hold, INVALID_ARGUMENT from
+  // the kit, which then never called the plugin).
+  [[nodiscard]] Expected<void, PluginStatus> enqueue_release(void* ptr, std::size_t bytes, std::size_t align,
+                                                             Completion completed);
   // Asks the plugin to retire every ticket it can now.
   [[nodiscard]] Expected<std::uint64_t, std::string> drain_releases();
   // Enqueued releases whose completion has not arrived.
   [[nodiscard]] std::size_t outstanding_releases() const;
   // Every completion that broke the ABI's rules, for people, in arrival order.
   [[nodiscard]] std::vector<std::string> completion_violations() const;
+  // The allocator's identity at the boundary, for the control extension,
+  // whose slots name an allocator by its vtable's ctx.
+  [[nodiscard]] std::uint64_t mechanism_id() const noexcept { return vtable_.mechanism_id; }
+  [[nodiscard]] void* plugin_ctx() const noexcept { return vtable_.ctx; }
   // Whether (ptr, bytes, align) is a live allocation of this allocator.
   [[nodiscard]] bool holds(void* ptr, std::size_t bytes, std::size_t align) const {
     return find(ptr, bytes, align).has_value();

@@ -98,7 +98,11 @@ NxmemStatus PluginAllocator::CompletionDesk::complete(const NxmemReleaseCompleti
     std::uint64_t pending = 0;
     (void)pending_release_count_(ctx_, &pending);
   }
-  matched->completed(outcome_of(completion.outcome, matched->ptr, matched->record, "release_completed"));
+  const bool by_device_loss = completion.outcome.state == NXMEM_RELEASE_QUARANTINED &&
+                              completion.outcome.failure.code == NXMEM_STATUS_DEVICE_ERROR &&
+                              completion.outcome.unmapped_bytes == 0;
+  matched->completed(outcome_of(completion.outcome, matched->ptr, matched->record, "release_completed"),
+                     by_device_loss);
   return status(NXMEM_STATUS_OK, "");
 }
 
@@ -151,9 +155,11 @@ std::vector<std::string> PluginAllocator::CompletionDesk::violations() const {
   return violations_;
 }
 
-Expected<void, std::string> PluginAllocator::enqueue_release(void* ptr, std::size_t bytes, std::size_t align,
-                                                             Completion completed) {
-  if (!releases_deferred()) return fail(std::string("the plugin allocator offers no deferred release"));
+Expected<void, PluginStatus> PluginAllocator::enqueue_release(void* ptr, std::size_t bytes, std::size_t align,
+                                                              Completion completed) {
+  if (!releases_deferred()) {
+    return fail(PluginStatus{NXMEM_STATUS_INVALID_ARGUMENT, "the plugin allocator offers no deferred release"});
+  }
   Record record{};
   {
     // The record leaves first, exactly as for release(): two racing final
@@ -162,8 +168,9 @@ Expected<void, std::string> PluginAllocator::enqueue_release(void* ptr, std::siz
     const std::lock_guard lock(mutex_);
     const auto found = locate_locked(ptr, bytes, align);
     if (found == live_.end()) {
-      return fail("no live allocation of this plugin allocator has this address, size and alignment; the plugin "
-                  "was not called");
+      return fail(PluginStatus{NXMEM_STATUS_INVALID_ARGUMENT,
+                               "no live allocation of this plugin allocator has this address, size and alignment; "
+                               "the plugin was not called"});
     }
     record = found->second;
     live_.erase(found);
@@ -182,7 +189,7 @@ Expected<void, std::string> PluginAllocator::enqueue_release(void* ptr, std::siz
   if (desk_->refused(record.id)) {
     const std::lock_guard lock(mutex_);
     live_.emplace(reinterpret_cast<std::uintptr_t>(ptr), record);
-    return fail("the plugin's enqueue_release answered " + answer.describe());
+    return fail(answer);
   }
   return {};
 }

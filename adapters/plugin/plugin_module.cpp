@@ -162,6 +162,7 @@ Expected<std::shared_ptr<PluginModule>, std::string> PluginModule::load(const st
   exports.negotiate = reinterpret_cast<Negotiate>(symbol("NxmemNegotiate"));
   exports.create_factories = reinterpret_cast<CreateFactories>(symbol("NxmemCreateAllocatorFactories"));
   exports.query_unload = reinterpret_cast<QueryUnload>(symbol("NxmemQueryUnloadReadiness"));
+  exports.controls = reinterpret_cast<OrtmemCtsPluginControlsFn>(symbol(ORTMEM_CTS_CONTROLS_EXPORT));
   return adopt(std::move(module), exports, host);
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "adapters/plugin/nxmem_abi.h"
+#include "adapters/plugin/ortmem_cts_controls.h"
 #include "ortmem/expected.hpp"
 
 namespace ortmem::plugin {
@@ -39,11 +40,13 @@ struct HostRange {
   std::uint32_t max_minor = NXMEM_ABI_VERSION_MINOR;
 };
 
-// The three entry points a plugin library exports.
+// The three entry points a plugin library exports, and the optional fourth
+// of the kit's control extension (ortmem_cts_controls.h).
 struct Exports {
   NxmemStatus (*negotiate)(const NxmemNegotiateRequest*, NxmemNegotiateResponse*) = nullptr;
   NxmemStatus (*create_factories)(const NxmemAllocatorFactoryVtable**, std::uint64_t, std::uint64_t*) = nullptr;
   NxmemStatus (*query_unload)(NxmemUnloadReport*) = nullptr;
+  OrtmemCtsPluginControlsFn controls = nullptr;
 };
 
 class PluginModule {

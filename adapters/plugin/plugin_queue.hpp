@@ -10,13 +10,26 @@
 // settles the request with what the plugin reported
 // (PreparedAllocationRelease::settle), on whichever thread delivered it.
 //
-// The ABI gives the kit no say over when a plugin completes, no bound, no
-// close and no device loss, so this queue offers none of those controls:
-// record_use and signal_fences change nothing, capacity() is unbounded, and
-// calling close or mark_device_lost is a kit bug (a suite that forgot
-// ORTMEM_CTS_REQUIRE_CONTROL) that aborts the one test. drain() asks every
-// plugin allocator with a release outstanding to retire what it can, and
-// waits a bounded time (2 s) for the completions the plugin's own threads deliver.
+// The ABI alone gives the kit no say over when a plugin completes, no
+// bound, no close and no device loss. Without the control extension this
+// queue offers none of them: record_use and signal_fences change nothing,
+// capacity() is unbounded, calling close or mark_device_lost is a kit bug (a
+// suite that forgot ORTMEM_CTS_REQUIRE_CONTROL) that aborts the one test,
+// and drain() asks every plugin allocator with a release outstanding to
+// retire what it can, then waits a bounded time (2 s) for the completions
+// the plugin's own threads deliver.
+//
+// With the extension (ortmem_cts_controls.h) each control the plugin offers
+// is the plugin's, never imitated here: the queue starts the queue of every
+// allocator it hands a release to (open_queue, with the capacity asked),
+// brings it up to what this queue has been told so far (outstanding device
+// work, closed, lost), and forwards every later control to each allocator
+// it started. A refusal is read from the plugin's status (DEVICE_ERROR
+// lost, UNSUPPORTED_CAPABILITY closed, BUSY full), and a completion the
+// plugin made for a lost device settles as a device-lost quarantine only
+// once this queue was told of the loss. With fences a drain waits for
+// nothing: the extension has drain_releases return once every passed ticket
+// is complete.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +38,7 @@
 #include <optional>
 
 #include "adapters/plugin/plugin_allocator.hpp"
+#include "adapters/plugin/plugin_controls.hpp"
 #include "ortmem/cts/adapter.hpp"
 
 namespace ortmem::adapters {
@@ -34,16 +48,20 @@ class PluginQueue final : public cts::QueueUnderTest {
   // The plugin allocator holding (ptr, bytes, align), or null.
   using AllocatorLookup = std::function<std::shared_ptr<plugin::PluginAllocator>(void*, std::size_t, std::size_t)>;
 
-  PluginQueue(std::shared_ptr<ProviderContextPinSource> pins, AllocatorLookup lookup);
+  // `controls`: the mechanism's control extension, if it offers one;
+  // `capacity`: the bound asked for, kept only when the plugin offers
+  // QUEUE_CAPACITY.
+  PluginQueue(std::shared_ptr<ProviderContextPinSource> pins, AllocatorLookup lookup,
+              std::optional<plugin::Controls> controls, std::optional<std::size_t> capacity);
   ~PluginQueue() override;
 
   DeferredReleaseQueue& queue() override;
-  void record_use() override {}
-  void signal_fences() override {}
+  void record_use() override;
+  void signal_fences() override;
   std::size_t drain() override;
-  [[noreturn]] void close() override;
-  [[noreturn]] void mark_device_lost() override;
-  std::optional<std::size_t> capacity() const override { return std::nullopt; }
+  void close() override;
+  void mark_device_lost() override;
+  std::optional<std::size_t> capacity() const override;
   std::optional<Settlements> settled_itself() const override;
 
  private:

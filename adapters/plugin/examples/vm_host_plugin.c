@@ -34,6 +34,21 @@
  * thread, a caller of drain_releases, or the final release), never with the
  * mutex held, so the host may call back into the allocator from the
  * completion.
+ *
+ * It also exports the ortmem-cts control extension
+ * (adapters/plugin/ortmem_cts_controls.h), so the kit can certify the parts
+ * of the contract the ABI gives a host no way to drive. A plugin over the
+ * system's memory has no device work of its own, no way to lose its device
+ * and no system call that fails on cue, so the controls stand in for them
+ * exactly where the real event would strike: a fence holds back the tickets
+ * enqueued behind the work it marks, a lost device quarantines the pending
+ * tickets and keeps their memory mapped (a driver frees a lost context's
+ * memory only when the context goes, here the allocator's final release),
+ * and an injected fault fails one granule's system call in the middle of
+ * the real run of calls, so the code that rolls back or reports a partial
+ * release is the same code a kernel refusal would reach. None of it costs
+ * the runtime anything: with nothing armed every path makes the calls it
+ * always made.
  */
 #define _GNU_SOURCE /* memfd_create, MAP_ANONYMOUS, MAP_NORESERVE, madvise */
 
@@ -50,6 +65,7 @@
 
 #include "adapters/plugin/examples/example_support.h"
 #include "adapters/plugin/nxmem_abi.h"
+#include "adapters/plugin/ortmem_cts_controls.h"
 
 #define MECHANISM_ID 0x766d2d686f7374ull /* "vm-host" */
 #define NAME "vm-host"
@@ -206,6 +222,12 @@ typedef struct Allocator {
   size_t bucket_count;
   size_t region_count;
   Prefix* prefixes;
+  /* Regions out of the table for good but still mapped: a release that
+   * failed part way, and every ticket a lost device quarantined. The host
+   * never names them again, and keeping them mapped is what keeps their
+   * addresses from being reissued; they stay in live_allocations until the
+   * final release unmaps them. Chained through `next`. */
+  Region* retired;
   /* Deferred release. The queue holds tickets nobody has taken; at most one
    * thread (the deliverer) has taken one and is releasing and reporting it.
    * Taking only the head, and only while nobody delivers, is what keeps the
@@ -217,6 +239,19 @@ typedef struct Allocator {
   uint64_t delivered_through; /* every ticket up to this one has been reported */
   int delivering;
   pthread_t deliverer; /* meaningful while delivering */
+  /* The queue's controls (ortmem-cts). Fences are only ever set on tickets
+   * enqueued while work is outstanding and all pass at once, so the fenced
+   * tickets are always the queue's tail from `first_fenced` on: a ticket
+   * needs no mark of its own, and the head is fenced exactly when it is at
+   * or past it (0: none is). */
+  int work_outstanding;
+  uint64_t first_fenced;
+  int queue_closed;
+  int device_lost;
+  uint64_t capacity; /* tickets pending at most; 0 is unbounded */
+  /* Per fault point, the armed step counted down from 1 (the very next); 0
+   * is disarmed. */
+  uint64_t faults[ORTMEM_CTS_FAULT_PREFIX_MAP + 1];
   /* drain_releases calls under way. While there are any, the worker takes
    * no two tickets in a row: it would otherwise take each next one before a
    * waiting drain could (it holds the mutex from one delivery to the next),
@@ -255,6 +290,31 @@ static atomic_uint_fast64_t next_handle = 1;
 static atomic_uint negotiated_minor = 1;
 
 static uint64_t round_up(uint64_t value, uint64_t unit) { return (value + unit - 1) & ~(unit - 1); }
+
+/* How many of the next `steps` unit steps (granules) behind a fault point
+ * go ahead before the armed one fails; `steps` when it lies further on.
+ * Counted only where the step's system call is about to be made, so a call
+ * refused beforehand takes none, and disarmed once it fires: a fault fails
+ * only the step it was armed for. Caller holds the mutex. */
+static uint64_t steps_before_fault_locked(Allocator* self, uint32_t point, uint64_t steps) {
+  uint64_t* armed = &self->faults[point];
+  if (*armed == 0) return steps;
+  if (*armed > steps) {
+    *armed -= steps;
+    return steps;
+  }
+  const uint64_t before = *armed - 1;
+  *armed = 0;
+  return before;
+}
+
+/* For a caller on a region nobody else can reach, which holds no lock. */
+static uint64_t steps_before_fault(Allocator* self, uint32_t point, uint64_t steps) {
+  pthread_mutex_lock(&self->mutex);
+  const uint64_t before = steps_before_fault_locked(self, point, steps);
+  pthread_mutex_unlock(&self->mutex);
+  return before;
+}
 
 static NxmemStatus check_identity(const Allocator* self, uint64_t mechanism_id, NxmemDeviceId device) {
   if (mechanism_id != MECHANISM_ID) return example_status(NXMEM_STATUS_WRONG_MECHANISM, NAME ": not this mechanism's");
@@ -382,11 +442,12 @@ static void free_region(Region* region) {
 
 static uint8_t* granule_at(const Region* region, uint64_t g, uint64_t granule) { return region->base + g * granule; }
 
-/* Commits [offset, offset + length) of a region the caller may change (its
- * mutex is held, or nobody else can reach the region yet). Only unmapped
- * granules are mapped, a run at a time; a failure unmaps what this call
- * mapped. The range is inside the region. */
-static NxmemStatus commit_locked(Region* region, uint64_t offset, uint64_t length, uint64_t granule) {
+/* Commits [offset, offset + length) of a region the caller may change (it
+ * holds the mutex, `locked`, or nobody else can reach the region yet). Only
+ * unmapped granules are mapped, a run at a time; a failure unmaps what this
+ * call mapped. The range is inside the region. */
+static NxmemStatus commit_locked(Allocator* self, Region* region, uint64_t offset, uint64_t length, int locked) {
+  const uint64_t granule = self->granule;
   if (length == 0) return example_ok();
   const uint64_t first = offset / granule;
   const uint64_t last = (offset + length - 1) / granule;
@@ -407,21 +468,36 @@ static NxmemStatus commit_locked(Region* region, uint64_t offset, uint64_t lengt
     }
     uint64_t end = g;
     while (end <= last && region->granules[end] == GRANULE_UNMAPPED) ++end;
-    if (mprotect(granule_at(region, g, granule), (end - g) * granule, PROT_READ | PROT_WRITE) != 0) {
-      const int error = errno;
+    /* An armed fault cuts the run at its granule: the granules before it
+     * are really committed, as a call per granule would have, and then the
+     * failure has all of them to take back. */
+    const uint64_t run = end - g;
+    const uint64_t fine = locked ? steps_before_fault_locked(self, ORTMEM_CTS_FAULT_COMMIT, run)
+                                 : steps_before_fault(self, ORTMEM_CTS_FAULT_COMMIT, run);
+    int error = 0;
+    uint64_t refused = fine * granule;
+    if (fine != 0 && mprotect(granule_at(region, g, granule), (size_t)(fine * granule), PROT_READ | PROT_WRITE) != 0) {
+      error = errno;
       /* A failed mprotect may have changed part of its run: that run goes
        * back too, with every run this call mapped before it. */
-      mprotect(granule_at(region, g, granule), (end - g) * granule, PROT_NONE);
-      for (uint64_t back = first; back < g; ++back) {
+      mprotect(granule_at(region, g, granule), (size_t)(fine * granule), PROT_NONE);
+    } else {
+      for (uint64_t k = g; k < g + fine; ++k) region->granules[k] = GRANULE_COMMITTING;
+      if (fine < run) {
+        error = ENOMEM; /* the injected failure: what mprotect says when the kernel runs out */
+        refused = granule;
+      }
+    }
+    if (error != 0) {
+      for (uint64_t back = first; back < end; ++back) {
         if (region->granules[back] != GRANULE_COMMITTING) continue;
         mprotect(granule_at(region, back, granule), granule, PROT_NONE);
         region->granules[back] = GRANULE_UNMAPPED;
       }
       char text[128];
       return example_statusf(code_of_errno(error), NAME ": mprotect could not commit %llu bytes (%s); nothing was changed",
-                     (unsigned long long)((end - g) * granule), error_text(error, text, sizeof text));
+                     (unsigned long long)refused, error_text(error, text, sizeof text));
     }
-    for (uint64_t k = g; k < end; ++k) region->granules[k] = GRANULE_COMMITTING;
     g = end;
   }
   for (uint64_t g = first; g <= last; ++g) {
@@ -507,7 +583,7 @@ static NxmemStatus make_allocation(Allocator* self, const NxmemAllocRequest* req
   NxmemStatus outcome = example_ok();
   if (region->granules == NULL) outcome = example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for the granule map");
   for (uint64_t i = 0; i < range_count && !failed(outcome); ++i) {
-    outcome = commit_locked(region, ranges[i].offset, ranges[i].bytes, granule);
+    outcome = commit_locked(self, region, ranges[i].offset, ranges[i].bytes, 0);
   }
   /* Counted before the region is reachable: from then on it is the table's. */
   const uint64_t mapped = failed(outcome) ? 0 : mapped_granules(region) * granule;
@@ -968,7 +1044,7 @@ static NxmemStatus vm_commit_range(void* ctx, const NxmemRangeRequest* request) 
     if (!range_inside(request->range.offset, request->range.bytes, region->bytes)) {
       outcome = outside(request->range.offset, request->range.bytes, region->bytes);
     } else {
-      outcome = commit_locked(region, request->range.offset, request->range.bytes, self->granule);
+      outcome = commit_locked(self, region, request->range.offset, request->range.bytes, 1);
     }
   }
   pthread_mutex_unlock(&self->mutex);

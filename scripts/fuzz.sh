@@ -88,7 +88,7 @@ if [[ " ${targets[*]} " == *" nxmem_reader "* ]]; then
   build "$out/.built-nxmem" "$out/nxmem" "adapters/plugin reference/include reference/src/api reports/include" \
     adapters/plugin/plugin_status.cpp adapters/plugin/plugin_module.cpp adapters/plugin/plugin_allocator.cpp \
     adapters/plugin/plugin_virtual_backing.cpp adapters/plugin/plugin_shared_mapping.cpp \
-    adapters/plugin/plugin_deferred_release.cpp \
+    adapters/plugin/plugin_deferred_release.cpp adapters/plugin/plugin_controls.cpp \
     reference/src/api/allocator.cpp reference/src/api/device.cpp reference/src/api/memory_error.cpp \
     reference/src/api/release_outcome.cpp
 fi

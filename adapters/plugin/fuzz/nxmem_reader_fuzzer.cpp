@@ -7,7 +7,8 @@
 // trusting a byte of it. Here the plugin is this file: its three exports and
 // every slot it hands out answer from the fuzzer's input, and the kit loads
 // it through PluginModule::from_exports (no dlopen), opens an allocator from
-// every factory, allocates and releases a little, and drops everything.
+// every factory, allocates and releases a little, reads the table of the
+// kit's control extension for it, and drops everything.
 //
 // The input is a script read front to back, one answer at a time in the
 // order the kit asks; past its end every read is zero, and zero always
@@ -49,6 +50,7 @@
 
 #include "adapters/plugin/nxmem_abi.h"
 #include "adapters/plugin/plugin_allocator.hpp"
+#include "adapters/plugin/plugin_controls.hpp"
 #include "adapters/plugin/plugin_module.hpp"
 
 namespace {
@@ -600,6 +602,56 @@ NxmemStatus h_create_factories(const NxmemAllocatorFactoryVtable** out, std::uin
   return status;
 }
 
+// ---- the control extension --------------------------------------------
+
+NxmemStatus h_fault_slot(void* ctx) {
+  (void)live_allocator(ctx, "a control slot");
+  return g->script.status();
+}
+NxmemStatus h_arm_fault(void* ctx, std::uint32_t, std::uint64_t) { return h_fault_slot(ctx); }
+
+// The table: status, then (on OK) where it is (0 a block, 1 NULL, else
+// misaligned), its struct_size, version, mechanism id (0 the one asked
+// for, else any u64), control bits (0 FAULT_INJECTION, 0xff any u64, else
+// (b - 1) over the six known bits and the first unknown one), reserved, and
+// a selector for each of the ten slots. Only the fault slots are ever
+// called (the queue ones need a deferred allocator this harness never runs).
+NxmemStatus h_controls(std::uint32_t kit_version, std::uint64_t mechanism_id, const OrtmemCtsControls** out) {
+  if (kit_version != ORTMEM_CTS_CONTROLS_VERSION) kit_bug("the kit asked for a control table version it does not read");
+  const NxmemStatus answer = g->script.status();
+  if (answer.code != NXMEM_STATUS_OK) return answer;
+  Script& s = g->script;
+  const std::uint8_t where = s.u8();
+  OrtmemCtsControls table{};
+  table.struct_size = s.size(sizeof table);
+  table.version = s.small(ORTMEM_CTS_CONTROLS_VERSION);
+  table.mechanism_id = s.u8() == 0 ? mechanism_id : s.u64();
+  const std::uint8_t bits = s.u8();
+  table.controls = bits == 0 ? ORTMEM_CTS_CONTROL_FAULT_INJECTION : bits == 0xff ? s.u64() : (bits - 1u) & 0x7fu;
+  table.reserved = s.amount(0);
+  // The queue and memory slots are never called here: a call is the kit's bug.
+  table.open_queue = s.slot(+[](void*, std::uint64_t) -> NxmemStatus { kit_bug("open_queue was called"); });
+  table.record_use = s.slot(+[](void*) -> NxmemStatus { kit_bug("record_use was called"); });
+  table.signal_fences = s.slot(+[](void*) -> NxmemStatus { kit_bug("signal_fences was called"); });
+  table.close_queue = s.slot(+[](void*) -> NxmemStatus { kit_bug("close_queue was called"); });
+  table.lose_device = s.slot(+[](void*) -> NxmemStatus { kit_bug("lose_device was called"); });
+  table.arm_fault = s.slot(&h_arm_fault);
+  table.clear_faults = s.slot(&h_fault_slot);
+  table.fill = s.slot(+[](void*, std::uint8_t*, std::uint64_t, std::uint8_t) -> NxmemStatus { kit_bug("fill was called"); });
+  table.read = s.slot(
+      +[](void*, const std::uint8_t*, std::uint8_t*, std::uint64_t) -> NxmemStatus { kit_bug("read was called"); });
+  table.probe_write = s.slot(
+      +[](void*, std::uint8_t*, std::uint8_t, std::uint32_t*) -> NxmemStatus { kit_bug("probe_write was called"); });
+  if (where == 1) {
+    *out = nullptr;
+    return answer;
+  }
+  const Block block = make_block(table, table.struct_size, where != 0);
+  g->loose.push_back(block.base);
+  *out = static_cast<const OrtmemCtsControls*>(block.pointer);
+  return answer;
+}
+
 NxmemStatus h_query_unload(NxmemUnloadReport* report) {
   if (report == nullptr) kit_bug("NxmemQueryUnloadReadiness got a NULL report");
   Script& s = g->script;
@@ -719,6 +771,15 @@ void run(Script& s) {
         continue;
       }
       drive(s, **opened);
+      // The control table is read as the loader reads it, once per
+      // mechanism; a table it accepts has only its fault slots called here.
+      auto controls = ortmem::plugin::Controls::load(&h_controls, (*opened)->mechanism_id(), factory.capability_flags);
+      if (controls && *controls && (*controls)->offers(ORTMEM_CTS_CONTROL_FAULT_INJECTION)) {
+        (void)(*controls)->arm_fault((*opened)->plugin_ctx(), ORTMEM_CTS_FAULT_DECOMMIT, 1);
+        (void)(*controls)->clear_faults((*opened)->plugin_ctx());
+      } else if (!controls) {
+        (void)controls.error().size();
+      }
       allocators.push_back(std::move(*opened));
     }
   }

@@ -19,6 +19,11 @@
 #define NxmemNegotiate honest_negotiate
 #define NxmemCreateAllocatorFactories honest_create_factories
 #define NxmemQueryUnloadReadiness honest_query_unload
+/* Not exported: these lies are the boundary's, and the wrapper forwards no
+ * control table (a control called with the wrapper's ctx would reach the
+ * honest plugin with a pointer it never made). Requirements that need a
+ * control stay out of scope, as for any plugin without the extension. */
+#define OrtmemCtsPluginControls abi_lies_unexported_controls
 #if BASE_VM
 #include "adapters/plugin/examples/vm_host_plugin.c"
 #else

@@ -32,6 +32,16 @@
 #define LIE_POINTER_WITHOUT_FLAG 14
 #define LIE_VTABLE_ON_ANOTHER_DEVICE 15
 #define LIE_SHORT_FACTORY 16
+/* The control extension's table (ortmem_cts_controls.h), which the eager
+ * example does not export: each of these exports one, wrong in one way. */
+#define LIE_CONTROLS_ENTRY_FAILS 17
+#define LIE_CONTROLS_SHORT_TABLE 18
+#define LIE_CONTROLS_OTHER_MECHANISM 19
+#define LIE_CONTROLS_UNKNOWN_BIT 20
+#define LIE_CONTROLS_BIT_WITHOUT_SLOT 21
+#define LIE_CONTROLS_SLOT_WITHOUT_BIT 22
+#define LIE_CONTROLS_QUEUE_WITHOUT_DEFERRED 23
+#define LIE_CONTROLS_RESERVED_SET 24
 
 #ifndef LIE
 #error "LIE must name the one rule this plugin breaks"
@@ -104,4 +114,62 @@ NxmemStatus NxmemCreateAllocatorFactories(const NxmemAllocatorFactoryVtable** ou
 
 #if LIE != LIE_NO_UNLOAD_EXPORT
 NxmemStatus NxmemQueryUnloadReadiness(NxmemUnloadReport* report) { return honest_query_unload(report); }
+#endif
+
+#if LIE >= LIE_CONTROLS_ENTRY_FAILS
+#include "adapters/plugin/ortmem_cts_controls.h"
+
+static NxmemStatus no_op(void* ctx) {
+  (void)ctx;
+  return example_status(NXMEM_STATUS_OK, "");
+}
+static NxmemStatus arm_nothing(void* ctx, uint32_t point, uint64_t nth) {
+  (void)ctx;
+  (void)point;
+  (void)nth;
+  return example_status(NXMEM_STATUS_NOT_IMPLEMENTED, "no fault points");
+}
+#if LIE == LIE_CONTROLS_QUEUE_WITHOUT_DEFERRED
+static NxmemStatus open_nothing(void* ctx, uint64_t capacity) {
+  (void)ctx;
+  (void)capacity;
+  return example_status(NXMEM_STATUS_OK, "");
+}
+#endif
+
+/* Honest but for the lie: fault injection with no points, which the eager
+ * allocator may offer. */
+static OrtmemCtsControls lying_controls = {
+    .struct_size = sizeof(OrtmemCtsControls),
+    .version = ORTMEM_CTS_CONTROLS_VERSION,
+    .mechanism_id = MECHANISM_ID,
+    .controls = ORTMEM_CTS_CONTROL_FAULT_INJECTION,
+    .arm_fault = arm_nothing,
+    .clear_faults = no_op,
+};
+
+NxmemStatus OrtmemCtsPluginControls(uint32_t kit_version, uint64_t mechanism_id, const OrtmemCtsControls** out) {
+  (void)kit_version;
+  (void)mechanism_id;
+#if LIE == LIE_CONTROLS_ENTRY_FAILS
+  return example_status(NXMEM_STATUS_INTERNAL_ERROR, "the table is not ready");
+#elif LIE == LIE_CONTROLS_SHORT_TABLE
+  lying_controls.struct_size = 64;
+#elif LIE == LIE_CONTROLS_OTHER_MECHANISM
+  lying_controls.mechanism_id = MECHANISM_ID + 1;
+#elif LIE == LIE_CONTROLS_UNKNOWN_BIT
+  lying_controls.controls |= 1ull << 7;
+#elif LIE == LIE_CONTROLS_BIT_WITHOUT_SLOT
+  lying_controls.clear_faults = NULL;
+#elif LIE == LIE_CONTROLS_SLOT_WITHOUT_BIT
+  lying_controls.close_queue = no_op;
+#elif LIE == LIE_CONTROLS_QUEUE_WITHOUT_DEFERRED
+  lying_controls.controls |= ORTMEM_CTS_CONTROL_QUEUE_CAPACITY;
+  lying_controls.open_queue = open_nothing;
+#elif LIE == LIE_CONTROLS_RESERVED_SET
+  lying_controls.reserved = 1;
+#endif
+  *out = &lying_controls;
+  return example_status(NXMEM_STATUS_OK, "");
+}
 #endif

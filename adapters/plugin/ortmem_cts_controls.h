@@ -40,10 +40,12 @@
  *
  * Rules of the calls (checked by the deferred, virtual and shared suites,
  * which these controls bring into scope):
- *  - Every slot but the memory ones takes the ctx of an allocator vtable of
- *    this mechanism and acts on that allocator alone; nxmem keeps each
- *    allocator's release queue in the allocator. Slots may be called from
- *    any thread, never under a lock the plugin holds across a host callback.
+ *  - Every slot takes the ctx of an allocator vtable of this mechanism. The
+ *    queue and fault slots act on that allocator alone (nxmem keeps each
+ *    allocator's release queue in the allocator); the memory slots serve
+ *    memory any allocator of the mechanism handed out, whichever one's ctx
+ *    they are given. Slots may be called from any thread, never under a lock
+ *    the plugin holds across a host callback.
  *  - A slot returns OK, or a status saying why not; a non-OK answer from a
  *    control the table offers fails the test that needed it.
  */
@@ -97,6 +99,14 @@ typedef struct OrtmemCtsControls {
    * (0: unbounded). BUSY while tickets of an earlier queue are pending.
    * With QUEUE_CAPACITY the plugin keeps exactly the bound asked; without
    * it the kit asks for 0.
+   *
+   * An opened queue is the kit's to drive: its tickets retire only inside
+   * the kit's calls (enqueue_release, drain_releases, lose_device, the
+   * final release), never on the plugin's own schedule, so that what the
+   * kit reads between two of its calls (pending counts, the registry's
+   * queued count, what has settled) holds still. A plugin with a worker
+   * thread stands it down for this queue. (The ABI probes certify the
+   * plugin's own schedule, on queues the kit never opened.)
    *
    * enqueue_release refuses, with nothing changed (the allocation stays
    * live), in this precedence: a lost queue with DEVICE_ERROR, a closed one

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -48,6 +49,14 @@ class Opened {
   std::vector<std::weak_ptr<plugin::PluginAllocator>> made_;  // guarded by mutex_
 };
 
+// The allocator opened when the plugin was loaded: a later refusal is the
+// plugin's fault, and crashing here costs the one test (in an isolated
+// child) instead of handing the suites a null allocator.
+[[noreturn]] void opened_late(const std::string& path, const std::string& error) {
+  std::fprintf(stderr, "ortmem-cts: nxmem plugin %s: %s\n", path.c_str(), error.c_str());
+  std::abort();
+}
+
 [[noreturn]] void control_failed(const char* slot, const plugin::PluginStatus& answer) {
   std::fprintf(stderr, "ortmem-cts: the plugin offers %s in its control extension, and it answered %s\n", slot,
                answer.describe().c_str());
@@ -56,15 +65,27 @@ class Opened {
 
 // FAULT_INJECTION: the kit's fault points armed in every allocator the
 // adapter has open (each counts its own steps, as each reference allocator
-// counts its own system calls).
+// counts its own system calls). With none open, the answer still has to say
+// whether the point exists, so an allocator opened for the question is asked.
 class PluginFaults final : public cts::FaultInjection {
  public:
-  PluginFaults(plugin::Controls controls, std::shared_ptr<const Opened> opened)
-      : controls_(std::move(controls)), opened_(std::move(opened)) {}
+  using Open = std::function<std::shared_ptr<plugin::PluginAllocator>()>;
+  PluginFaults(plugin::Controls controls, std::shared_ptr<const Opened> opened, Open open)
+      : controls_(std::move(controls)), opened_(std::move(opened)), open_(std::move(open)) {}
 
   bool arm(cts::FaultPoint point, std::uint64_t nth) override {
+    auto live = opened_->live();
+    if (live.empty()) {
+      const auto asked = open_();
+      const plugin::PluginStatus answer = controls_.arm_fault(asked->plugin_ctx(), point_of(point), nth);
+      if (!answer.ok() && answer.code != NXMEM_STATUS_NOT_IMPLEMENTED) control_failed("arm_fault", answer);
+      if (const auto cleared = controls_.clear_faults(asked->plugin_ctx()); !cleared.ok()) {
+        control_failed("clear_faults", cleared);
+      }
+      return answer.ok();
+    }
     bool armed = true;
-    for (const auto& allocator : opened_->live()) {
+    for (const auto& allocator : live) {
       const plugin::PluginStatus answer = controls_.arm_fault(allocator->plugin_ctx(), point_of(point), nth);
       if (answer.code == NXMEM_STATUS_NOT_IMPLEMENTED) {
         armed = false;
@@ -99,6 +120,7 @@ class PluginFaults final : public cts::FaultInjection {
 
   plugin::Controls controls_;
   std::shared_ptr<const Opened> opened_;
+  Open open_;
 };
 
 // MEMORY_ACCESS: the bytes of memory the host cannot address, through the
@@ -174,7 +196,13 @@ class PluginAdapter final : public HostAdapter {
   PluginAdapter(std::shared_ptr<plugin::PluginModule> module, plugin::Factory factory,
                 std::optional<plugin::Controls> controls)
       : module_(std::move(module)), factory_(std::move(factory)), controls_(std::move(controls)) {
-    if (controls_ && controls_->offers(ORTMEM_CTS_CONTROL_FAULT_INJECTION)) faults_.emplace(*controls_, opened_);
+    if (controls_ && controls_->offers(ORTMEM_CTS_CONTROL_FAULT_INJECTION)) {
+      faults_.emplace(*controls_, opened_, [module = module_, factory = factory_] {
+        auto opened = plugin::PluginAllocator::open(module, factory, required_capabilities(factory));
+        if (!opened) opened_late(module->path(), opened.error());
+        return std::move(*opened);
+      });
+    }
     if (controls_ && controls_->offers(ORTMEM_CTS_CONTROL_MEMORY_ACCESS)) memory_.emplace(*controls_, opened_);
   }
 
@@ -215,11 +243,7 @@ class PluginAdapter final : public HostAdapter {
       opened_->add(*allocator);
       return std::move(*allocator);
     }
-    // It opened when the plugin was loaded: a later refusal is the plugin's
-    // fault, and crashing here costs the one test (in an isolated child)
-    // instead of handing the suites a null allocator.
-    std::fprintf(stderr, "ortmem-cts: nxmem plugin %s: %s\n", module_->path().c_str(), allocator.error().c_str());
-    std::abort();
+    opened_late(module_->path(), allocator.error());
   }
 
   // The plugin's own deferred release, over the kit's reference context.
@@ -265,6 +289,15 @@ std::uint64_t required_capabilities(const plugin::Factory& factory) { return fac
 bool names_a_plugin(const std::string& spec) {
   const std::string path = spec.substr(0, spec.rfind('#'));
   return spec.find('/') != std::string::npos || (path.size() > 3 && path.ends_with(".so"));
+}
+
+std::string control_names(const plugin::Controls& controls) {
+  std::string names;
+  for (const cts::Control control : kit_controls(controls)) {
+    names += (names.empty() ? "" : ", ") + std::string(cts::control_name(control));
+  }
+  if (controls.offers(ORTMEM_CTS_CONTROL_MEMORY_ACCESS)) names += names.empty() ? "memory-access" : ", memory-access";
+  return names;
 }
 
 std::string uncertified_capabilities(std::uint64_t flags) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "adapters/host/host_adapter.hpp"
+#include "adapters/plugin/plugin_controls.hpp"
 #include "adapters/plugin/plugin_module.hpp"
 #include "ortmem/expected.hpp"
 
@@ -56,6 +57,9 @@ struct PluginUnderTest {
   plugin::Factory factory;
 };
 [[nodiscard]] std::optional<PluginUnderTest> plugin_under_test(const cts::Adapter& adapter);
+
+// The kit's controls a control table offers, by name: "fences, queue-close".
+[[nodiscard]] std::string control_names(const plugin::Controls& controls);
 
 // The capability bits a plugin declares that the kit cannot yet certify
 // through the ABI, by name; empty when everything declared is certified.

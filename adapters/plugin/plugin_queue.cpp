@@ -134,7 +134,8 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
   }
   void close() { control(ORTMEM_CTS_CONTROL_QUEUE_CLOSE, "close()", [&] { closed_ = true; }); }
   void mark_device_lost() {
-    control(ORTMEM_CTS_CONTROL_QUEUE_DEVICE_LOSS, "mark_device_lost()", [&] { lost_.store(true); });
+    control(ORTMEM_CTS_CONTROL_QUEUE_DEVICE_LOSS, "mark_device_lost()", [&] { losing_.store(true); });
+    told_lost_.store(true);
     bury();
   }
 
@@ -148,6 +149,7 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
     {
       const std::lock_guard lock(mutex_);
       made.order = order_;
+      made.after_loss = after_loss_;
       made.completed = completed_;
       for (const auto& weak : allocators_) {
         if (auto allocator = weak.lock()) seen.push_back(std::move(allocator));
@@ -204,7 +206,7 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
     require(controls_->open_queue(ctx, capacity().value_or(0)), "open_queue");
     if (use_outstanding_) require(controls_->record_use(ctx), "record_use");
     if (closed_) require(controls_->close_queue(ctx), "close_queue");
-    if (lost_.load()) require(controls_->lose_device(ctx), "lose_device");
+    if (losing_.load()) require(controls_->lose_device(ctx), "lose_device");
     std::erase_if(started_, [](const auto& weak) { return weak.expired(); });
     started_.push_back(allocator);
   }
@@ -237,11 +239,16 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
 
   void settle(std::uint64_t serial, AllocationReleaseOutcome outcome, bool by_device_loss) {
     std::optional<Waiting> done;
+    bool device_lost = false;
     {
       const std::lock_guard lock(mutex_);
       auto node = waiting_.extract(serial);
       if (node.empty()) return;  // the desk matched it once; it cannot come twice
-      order_.push_back(node.mapped().request.data());
+      device_lost = by_device_loss && losing_.load();
+      if (!device_lost) {
+        order_.push_back(node.mapped().request.data());
+        after_loss_.push_back(told_lost_.load());
+      }
       if (outcome.is_complete()) completed_.push_back({node.mapped().request.size(), outcome.accounting()->allocation_bytes});
       ++settled_since_drain_;
       done.emplace(std::move(node.mapped()));
@@ -250,7 +257,7 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
     // mechanism. A ticket the plugin settled for a lost device is the
     // device-lost quarantine the contract names (DQ-012), once this queue
     // was told of the loss; any other report is recorded as it was made.
-    if (by_device_loss && lost_.load()) {
+    if (device_lost) {
       (void)std::move(done->request).quarantine_device_lost();
     } else {
       (void)std::move(done->request).settle(std::move(outcome));
@@ -273,13 +280,18 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
   Started started_;              // guarded by control_mutex_
   bool use_outstanding_ = false;  // guarded by control_mutex_
   bool closed_ = false;          // guarded by control_mutex_
-  // Also read by settle(), on the plugin's threads.
-  std::atomic<bool> lost_{false};
+  // Read by settle(), on the plugin's threads too. losing_: lose_device has
+  // been (or is being) called, so a device-loss completion is read as one;
+  // told_lost_: it returned, so a release performed from now on is one the
+  // plugin made after it was told (one in flight while it was told is not).
+  std::atomic<bool> losing_{false};
+  std::atomic<bool> told_lost_{false};
 
   mutable std::mutex mutex_;
   std::uint64_t serial_ = 0;                                     // guarded by mutex_
   std::map<std::uint64_t, Waiting> waiting_;                     // guarded by mutex_
   std::vector<void*> order_;                                     // guarded by mutex_
+  std::vector<bool> after_loss_;                                 // guarded by mutex_; one per order_ entry
   std::vector<Settlements::Completed> completed_;                // guarded by mutex_
   std::size_t settled_since_drain_ = 0;                          // guarded by mutex_
   std::vector<Waiting> retired_;                                 // guarded by mutex_

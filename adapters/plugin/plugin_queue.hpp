@@ -27,9 +27,10 @@
 // it started. A refusal is read from the plugin's status (DEVICE_ERROR
 // lost, UNSUPPORTED_CAPABILITY closed, BUSY full), and a completion the
 // plugin made for a lost device settles as a device-lost quarantine only
-// once this queue was told of the loss. With fences a drain waits for
-// nothing: the extension has drain_releases return once every passed ticket
-// is complete.
+// once this queue was told of the loss. A queue the kit opened retires
+// tickets only inside the kit's calls, so what the suites read between two
+// calls holds still; and with fences a drain waits for nothing, since
+// drain_releases returns once every passed ticket is complete.
 #pragma once
 
 #include <cstddef>

@@ -76,9 +76,24 @@ int list_plugin(const std::string& path, std::uint32_t abi_minor) {
     auto opened =
         ortmem::plugin::PluginAllocator::open(*module, factory, ortmem::adapters::required_capabilities(factory));
     const std::string uncertified = ortmem::adapters::uncertified_capabilities(factory.capability_flags);
+    std::string controls;
+    if (opened) {
+      const auto table = ortmem::plugin::Controls::load((*module)->exports().controls, (*opened)->mechanism_id(),
+                                                        factory.capability_flags);
+      if (!table) {
+        controls = "  controls refused: " + table.error();
+      } else if (*table) {
+        controls = "  controls: " + ortmem::adapters::control_names(**table);
+      }
+      if (table && factory.device.tier != NXMEM_TIER_HOST &&
+          !(*table && (*table)->offers(ORTMEM_CTS_CONTROL_MEMORY_ACCESS))) {
+        controls += "  unavailable: its memory is on tier " + ortmem::plugin::device_name(factory.device) +
+                    " and it offers no MEMORY_ACCESS control";
+      }
+    }
     std::cout << "  " << path << "#" << factory.name << "  device " << ortmem::plugin::device_name(factory.device)
               << "  capabilities: " << ortmem::plugin::capability_names(factory.capability_flags)
-              << (uncertified.empty() ? "" : "  not yet certified through the plugin: " + uncertified)
+              << (uncertified.empty() ? "" : "  not yet certified through the plugin: " + uncertified) << controls
               << (opened ? "" : "  does not open: " + opened.error()) << '\n';
   }
   return kExitConformant;

@@ -112,7 +112,7 @@ TEST_P(QueueConcurrency, EightThreadsEnqueuingLeaveAnExactPendingCountAndEachReq
 
 void QueueConcurrency::fill_and_drain(QueueUnderTest& queue_under_test, int per_thread, std::size_t total) {
   QueueUnderTest* const queue = &queue_under_test;
-  const std::size_t released_before = harness_->allocator->release_calls.load();
+  const std::size_t released_before = harness_->releases_run(queue_under_test);
   queue->record_use();
   std::atomic<int> refused{0};
   std::atomic<std::size_t> seen_over{0};
@@ -145,7 +145,7 @@ void QueueConcurrency::fill_and_drain(QueueUnderTest& queue_under_test, int per_
     ran = queue->drain();
     EXPECT_EQ(ran, total);
     EXPECT_EQ(queue->drain(), 0U) << "a request ran twice";
-    EXPECT_EQ(harness_->allocator->release_calls.load() - released_before, total);
+    EXPECT_EQ(harness_->releases_run(*queue) - released_before, total);
   }
   ORTMEM_CTS_CHECKING("DQ-011");
   EXPECT_EQ(queue->queue().pending(), 0U);

@@ -190,6 +190,7 @@ struct System {
   void open(std::optional<std::size_t> asked) {
     queue = adapter.make_queue(*harness->context, {.capacity = asked});
     ORTMEM_CTS_RC_PRECONDITION(queue != nullptr);
+    seen_settled = 0;
     capacity = queue->capacity();
     queue->signal_fences();
   }
@@ -219,32 +220,42 @@ struct System {
     const bool lost = model.lost || call == Call::kLoseDevice;
     bool own_ran = false;
     bool own_quarantined = false;
+    // One release that ran: the test's own, or the queue's, which must be
+    // the oldest waiting request, past its fence, and not after device loss.
+    const auto judge_release = [&](void* address, bool after_loss) {
+      if (address == own.ran && !own_ran) {
+        own_ran = true;
+        return;
+      }
+      if (address == own.quarantined) {
+        const bool frees_nothing = false;
+        expect(own.ids, frees_nothing, "the request the test had quarantined reached the allocator");
+      }
+      const bool no_release_after_loss = !after_loss;
+      ORTMEM_CTS_RC_ASSERT("DQ-012", no_release_after_loss);
+      const auto entry = find(address);
+      // Not waiting: run a second time, or never accepted.
+      const bool ran_a_waiting_request = entry != waiting.end();
+      ORTMEM_CTS_RC_ASSERT("DQ-002", ran_a_waiting_request);
+      const bool its_fence_was_not_unpassed = entry->fence != Fence::kUnpassed;
+      ORTMEM_CTS_RC_ASSERT("DQ-001", its_fence_was_not_unpassed);
+      const bool ran_the_oldest = entry == waiting.begin();
+      ORTMEM_CTS_RC_ASSERT("DQ-002", ran_the_oldest);
+      waiting.pop_front();
+    };
     if (harness->allocator->release_calls.load() != seen_calls) {
       seen_calls = harness->allocator->release_calls.load();
       const std::vector<void*> order = harness->allocator->release_order();
-      for (std::size_t i = seen_releases; i < order.size(); ++i) {
-        void* const address = order[i];
-        if (address == own.ran && !own_ran) {
-          own_ran = true;
-          continue;
-        }
-        if (address == own.quarantined) {
-          const bool frees_nothing = false;
-          expect(own.ids, frees_nothing, "the request the test had quarantined reached the allocator");
-        }
-        const bool no_allocator_call_after_loss = !lost;
-        ORTMEM_CTS_RC_ASSERT("DQ-012", no_allocator_call_after_loss);
-        const auto entry = find(address);
-        // Not waiting: run a second time, or never accepted.
-        const bool ran_a_waiting_request = entry != waiting.end();
-        ORTMEM_CTS_RC_ASSERT("DQ-002", ran_a_waiting_request);
-        const bool its_fence_was_not_unpassed = entry->fence != Fence::kUnpassed;
-        ORTMEM_CTS_RC_ASSERT("DQ-001", its_fence_was_not_unpassed);
-        const bool ran_the_oldest = entry == waiting.begin();
-        ORTMEM_CTS_RC_ASSERT("DQ-002", ran_the_oldest);
-        waiting.pop_front();
-      }
+      for (std::size_t i = seen_releases; i < order.size(); ++i) judge_release(order[i], lost);
       seen_releases = order.size();
+    }
+    // A queue that frees memory itself (an nxmem plugin's) says what it
+    // released, and which of those came after it was told of device loss.
+    if (const auto settled = queue->settled_itself(); settled && settled->order.size() != seen_settled) {
+      for (std::size_t i = seen_settled; i < settled->order.size(); ++i) {
+        judge_release(settled->order[i], settled->after_loss[i]);
+      }
+      seen_settled = settled->order.size();
     }
 
     const MechanismSnapshot snapshot = harness->snapshot();
@@ -496,6 +507,7 @@ struct System {
   int slow_enqueues = 0;
   std::size_t seen_calls = 0;
   std::size_t seen_releases = 0;
+  std::size_t seen_settled = 0;  // of the queue's own settlements, when it frees memory itself
   std::size_t seen_quarantined = 0;
   std::set<void*> known_quarantined;
 };

@@ -139,7 +139,9 @@ TEST_P(SharedMappingSuite, AFailedCommitLeavesNoMapping) {
   auto shared = prefix(granule_);
   void* ptr = target(2 * granule_);
   ASSERT_TRUE(shared && ptr);
-  ASSERT_TRUE(adapter().faults()->arm(FaultPoint::kPrefixMap, 1));
+  if (!adapter().faults()->arm(FaultPoint::kPrefixMap, 1)) {
+    GTEST_SKIP() << kNotApplicable << "the adapter has no fault point in mapping a prefix";
+  }
   EXPECT_FALSE(mapping_->commit_shared_prefix(*shared, ptr, 2 * granule_, 0));
   adapter().faults()->clear();
   // Nothing stayed mapped: the same range takes the prefix now.

@@ -160,7 +160,9 @@ TEST_P(VirtualBackingSuite, AReleaseUnmapsNoMoreThanTheAllocationCouldMap) {
   std::optional<AllocationReleaseOutcome> outcome;
   {
     ORTMEM_CTS_PRECONDITION();
-    ASSERT_TRUE(adapter().faults()->arm(FaultPoint::kReleaseUnmap, 2));
+    // An adapter whose release cannot fail part way (an nxmem plugin at
+    // minor 0, whose deallocate can only say done or nothing) has no such point.
+    if (!adapter().faults()->arm(FaultPoint::kReleaseUnmap, 2)) return;
     outcome = allocator_->release(ptr, bytes, 64);
     adapter().faults()->clear();
     if (!outcome->is_failed()) forget(ptr);
@@ -275,7 +277,9 @@ TEST_P(VirtualBackingSuite, AFailedDecommitChangesNothingOrSaysWhat) {
   void* ptr = reserve(bytes, {{0, bytes}});
   ASSERT_NE(ptr, nullptr);
   adapter().memory().fill(ptr, bytes, 0x31);
-  ASSERT_TRUE(adapter().faults()->arm(FaultPoint::kDecommit, 3));  // fail part way through four granules
+  if (!adapter().faults()->arm(FaultPoint::kDecommit, 3)) {  // fail part way through four granules
+    GTEST_SKIP() << kNotApplicable << "the adapter has no fault point in a decommit";
+  }
   auto decommitted = backing_->decommit_allocation_range(ptr, bytes, 64, granule_, 3 * granule_);
   adapter().faults()->clear();
   ASSERT_FALSE(decommitted) << "a decommit that failed part way reported success";
@@ -294,7 +298,9 @@ TEST_P(VirtualBackingSuite, APartialReleaseIsQuarantinedWithItsResidual) {
   const std::size_t bytes = 5 * granule_;
   void* ptr = reserve(bytes, {{0, granule_}, {3 * granule_, 5 * granule_}});
   ASSERT_NE(ptr, nullptr);
-  ASSERT_TRUE(adapter().faults()->arm(FaultPoint::kReleaseUnmap, 2));
+  if (!adapter().faults()->arm(FaultPoint::kReleaseUnmap, 2)) {
+    GTEST_SKIP() << kNotApplicable << "the adapter has no fault point in a release's unmap";
+  }
   const auto outcome = allocator_->release(ptr, bytes, 64);
   adapter().faults()->clear();
   ASSERT_TRUE(outcome.is_quarantined()) << outcome.describe();
@@ -318,7 +324,9 @@ TEST_P(VirtualBackingSuite, APartialReleaseThroughTheRegistryIsRecorded) {
   const ByteRange ranges[] = {{0, granule_}, {2 * granule_, 3 * granule_}};
   auto owner = bound.allocate_committed(bytes, 64, ranges);
   ASSERT_TRUE(owner) << owner.error().message();
-  ASSERT_TRUE(adapter().faults()->arm(FaultPoint::kReleaseUnmap, 2));
+  if (!adapter().faults()->arm(FaultPoint::kReleaseUnmap, 2)) {
+    GTEST_SKIP() << kNotApplicable << "the adapter has no fault point in a release's unmap";
+  }
   auto outcome = std::move(*owner).release_now();
   adapter().faults()->clear();
   ASSERT_TRUE(outcome);

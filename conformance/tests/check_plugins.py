@@ -9,6 +9,12 @@
       schema and names the plugin's path, SHA-256 and negotiated version;
       `list adapters --plugin` lists its mechanism; bad plugin arguments exit
       2 with one line and write no report.
+  check_plugins.py unavailable RUNNER PLUGIN OUT WORDS
+      A plugin the kit cannot run here is refused before any test: exit 2,
+      one line saying it cannot run here and containing WORDS, no report.
+  check_plugins.py fails RUNNER PLUGIN OUT IDS
+      A plugin that loads and then lies fails exactly the requirements IDS
+      (comma-separated), with exit 1 (seed 20261201).
   check_plugins.py refusals RUNNER KNOWN_BAD_DIR MANIFEST OUT
       Every known-bad plugin in MANIFEST is refused before any test: exit 2,
       one line on stderr containing its `refused_with`, no report written.
@@ -47,9 +53,14 @@ def refused(result, report, words, what):
     return problems
 
 
-def certify(runner, plugin, schema_path, out, profiles):
+def certify(runner, plugin, schema_path, out, profiles, controls="none"):
     import jsonschema
     expected = dict(pair.split("=") for pair in profiles.split(","))
+    # The controls the plugin's table offers (ortmem_cts_controls.h), as the
+    # report's origin must name them; but memory-access, how the kit reads a
+    # tier it cannot address, is needed by no requirement, so the origin
+    # shows it only in its interface (" + ortmem-cts controls 1").
+    expected_controls = [] if controls == "none" else [c for c in controls.split(",") if c != "memory-access"]
     exit_code = 0 if all(result == "conformant" for result in expected.values()) else 3
     out.mkdir(parents=True, exist_ok=True)
     schema = json.loads(pathlib.Path(schema_path).read_text())
@@ -70,19 +81,31 @@ def certify(runner, plugin, schema_path, out, profiles):
         if not adapter["version"].startswith("nxmem 1."):
             problems.append(f"--abi-minor {minor}: adapter.version {adapter['version']!r} does not name the negotiated version")
         origin = adapter.get("origin", {})
-        if origin.get("sha256") != digest or origin.get("path") != plugin or origin.get("interface") != adapter["version"]:
+        interface = adapter["version"] + ("" if controls == "none" else " + ortmem-cts controls 1")
+        if origin.get("sha256") != digest or origin.get("path") != plugin or origin.get("interface") != interface:
             problems.append(f"--abi-minor {minor}: adapter.origin {origin!r} does not name the plugin's path, SHA-256 and version")
         results = {p["name"]: p["result"] for p in data["verdict"]["profiles"]}
         for name, result in results.items():
             if result != expected.get(name, "not-run"):
                 problems.append(f"--abi-minor {minor}: profile {name} is {result}, expected {expected.get(name, 'not-run')}")
-        # The ABI offers no control: what needs one is out of scope, and the
-        # verdict says how much, never a silent pass.
+        # The ABI offers no control: what needs one the plugin's control
+        # extension does not offer is out of scope, and the verdict says how
+        # much, never a silent pass; what needs only offered ones was judged.
+        if sorted(origin.get("controls", [])) != sorted(expected_controls):
+            problems.append(f"--abi-minor {minor}: adapter.origin.controls is {origin.get('controls')}, expected "
+                            f"{expected_controls}")
+        offered = set(origin.get("controls", []))
         declared = {p["name"] for p in data["verdict"]["profiles"] if p["declared"]}
         for requirement in data["requirements"]:
-            if requirement.get("needs") and requirement["profile"] in declared and requirement["status"] != "out-of-scope":
-                problems.append(f"--abi-minor {minor}: {requirement['id']} needs {requirement['needs']} but is "
-                                f"{requirement['status']}, not out-of-scope")
+            needs = set(requirement.get("needs", []))
+            if not needs or requirement["profile"] not in declared:
+                continue
+            if not needs <= offered and requirement["status"] != "out-of-scope":
+                problems.append(f"--abi-minor {minor}: {requirement['id']} needs {sorted(needs - offered)}, which the "
+                                f"plugin does not offer, but is {requirement['status']}, not out-of-scope")
+            if needs <= offered and requirement["status"] == "out-of-scope":
+                problems.append(f"--abi-minor {minor}: {requirement['id']} needs only offered controls "
+                                f"{sorted(needs)} but is out-of-scope")
         for profile in data["verdict"]["profiles"]:
             out_of_scope = profile["counts"].get("out-of-scope", 0)
             if out_of_scope and f"scope: {out_of_scope} requirement" not in profile.get("note", ""):
@@ -122,7 +145,7 @@ def refusals(runner, known_bad, manifest, out):
         result = run(runner, "run", "--adapter", str(library_path), "--quiet", "--report", str(report))
         problems += refused(result, report, plugin["refused_with"], plugin["name"])
         listing = run(runner, "list", "adapters", "--plugin", str(library_path))
-        if listing.returncode == 0 and "does not open" not in listing.stdout:
+        if listing.returncode == 0 and "does not open" not in listing.stdout and "controls refused" not in listing.stdout:
             problems.append(f"{plugin['name']}: `list adapters --plugin` shows it as loadable: {listing.stdout!r}")
         caught += len(problems) == before
     print(f"{caught} of {len(plugins)} known-bad plugins refused as listed")
@@ -151,6 +174,34 @@ def lies(runner, known_bad, manifest, out):
                             f"exactly {sorted(plugin['must_fail'])}")
     print(f"{len(plugins) - len(problems)} of {len(plugins)} lying plugins caught with exactly their ids")
     return problems
+
+
+def unavailable(runner, plugin, out, words):
+    """A plugin the kit cannot read on this machine: refused before any test."""
+    out.mkdir(parents=True, exist_ok=True)
+    report = out / f"{pathlib.Path(plugin).stem}.json"
+    report.unlink(missing_ok=True)
+    result = run(runner, "run", "--adapter", plugin, "--quiet", "--report", str(report))
+    problems = refused(result, report, "cannot run here", plugin)
+    if not problems and words not in result.stderr:
+        problems.append(f"{plugin}: the refusal does not name {words!r}: {result.stderr.strip()!r}")
+    return problems
+
+
+def fails(runner, plugin, out, ids):
+    """A plugin that lies after loading fails exactly `ids`."""
+    out.mkdir(parents=True, exist_ok=True)
+    report = out / f"{pathlib.Path(plugin).stem}.json"
+    report.unlink(missing_ok=True)
+    expected = sorted(ids.split(","))
+    result = run(runner, "run", "--adapter", plugin, "--seed", "20261201", "--jobs", "2", "--quiet",
+                 "--report", str(report))
+    failing = []
+    if report.exists():
+        failing = sorted(r["id"] for r in json.loads(report.read_text())["requirements"] if r["status"] == "fail")
+    if result.returncode != 1 or failing != expected:
+        return [f"{plugin}: exit {result.returncode}, failing {failing}, expected exit 1 failing exactly {expected}"]
+    return []
 
 
 def mechanisms(runner, plugin, schema_path, out):
@@ -187,7 +238,11 @@ def mechanisms(runner, plugin, schema_path, out):
 def main():
     kind, runner, *rest = sys.argv[1:]
     if kind == "certify":
-        problems = certify(runner, rest[0], rest[1], pathlib.Path(rest[2]), rest[3])
+        problems = certify(runner, rest[0], rest[1], pathlib.Path(rest[2]), *rest[3:5])
+    elif kind == "unavailable":
+        problems = unavailable(runner, rest[0], pathlib.Path(rest[1]), rest[2])
+    elif kind == "fails":
+        problems = fails(runner, rest[0], pathlib.Path(rest[1]), rest[2])
     elif kind == "mechanisms":
         problems = mechanisms(runner, rest[0], rest[1], pathlib.Path(rest[2]))
     else:

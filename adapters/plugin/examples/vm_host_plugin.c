@@ -246,6 +246,11 @@ typedef struct Allocator {
    * or past it (0: none is). */
   int work_outstanding;
   uint64_t first_fenced;
+  /* Set by open_queue: the kit drives this queue, so tickets retire only in
+   * its calls (drain_releases, lose_device, the final release), never on
+   * the worker's own schedule, and every count it reads between two calls
+   * holds still. */
+  int kit_driven;
   int queue_closed;
   int device_lost;
   uint64_t capacity; /* tickets pending at most; 0 is unbounded */
@@ -618,63 +623,135 @@ static NxmemStatus vm_allocate(void* ctx, const NxmemAllocRequest* request, Nxme
   return make_allocation(ctx, request, &whole, request->bytes == 0 ? 0 : 1, result);
 }
 
+/* Caller holds the mutex. */
+static void retire_region_locked(Allocator* self, Region* region) {
+  region->next = self->retired;
+  self->retired = region;
+}
+
 /* Ends an allocation the caller has taken out of the table (so nobody else
- * reaches it while it is unmapped): every mapped granule (committed or
- * shared) goes with the reservation in one munmap, so a failure has changed
- * nothing and the region goes back in the table. Its id cannot have been
- * reissued meanwhile, even across a deferred release's wait: the host never
- * reuses an id. */
-static NxmemStatus unmap_taken(Allocator* self, Region* region, uint64_t* unmapped_out) {
-  const uint64_t unmapped = mapped_granules(region) * self->granule;
-  if (munmap(region->base, (size_t)(region->granule_count * self->granule)) != 0) {
-    const int error = errno;
+ * reaches it while it is unmapped), and says how in `outcome`. Every mapped
+ * granule (committed or shared) goes with the reservation in one munmap, so
+ * a failure has changed nothing (FAILED) and the region goes back in the
+ * table. Its id cannot have been reissued meanwhile, even across a deferred
+ * release's wait: the host never reuses an id.
+ *
+ * An armed RELEASE_UNMAP fault makes it the release of a driver that unmaps
+ * granule by granule and fails at one: the mapped granules before it go, a
+ * run at a time cut off at the failing one, by mapping a fresh reservation
+ * over them (a munmap would hand their addresses back to the kernel, which
+ * may give them to anyone before the allocation's own final unmap). Failing
+ * at the first granule still changed nothing; after any other, the release
+ * is QUARANTINED with what it did unmap and what stays, and the region is
+ * retired, mapped, so its address is never reissued. */
+static void release_taken(Allocator* self, Region* region, NxmemReleaseOutcome* outcome) {
+  const uint64_t granule = self->granule;
+  const uint64_t bytes = region->bytes;
+  const uint64_t mapped = mapped_granules(region);
+  const uint64_t fine = steps_before_fault(self, ORTMEM_CTS_FAULT_RELEASE_UNMAP, mapped);
+  memset(outcome, 0, sizeof *outcome);
+  outcome->struct_size = sizeof *outcome;
+  char text[128];
+  int error = 0;
+  uint64_t unmapped = 0; /* granules */
+  if (fine == mapped) {
+    if (munmap(region->base, (size_t)(region->granule_count * granule)) == 0) {
+      pthread_mutex_lock(&self->mutex);
+      detach_prefixes(self, region);
+      pthread_mutex_unlock(&self->mutex);
+      free_region(region);
+      atomic_fetch_sub(&live_allocations, 1);
+      outcome->state = NXMEM_RELEASE_COMPLETE;
+      outcome->allocation_bytes = bytes;
+      outcome->unmapped_bytes = mapped * granule;
+      return;
+    }
+    error = errno;
+  } else {
+    for (uint64_t g = 0; g < region->granule_count && unmapped < fine;) {
+      if (region->granules[g] == GRANULE_UNMAPPED) {
+        ++g;
+        continue;
+      }
+      uint64_t end = g;
+      while (end < region->granule_count && region->granules[end] != GRANULE_UNMAPPED && unmapped + (end - g) < fine) {
+        ++end;
+      }
+      if (mmap(granule_at(region, g, granule), (size_t)((end - g) * granule), PROT_NONE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED) {
+        error = errno;
+        break;
+      }
+      for (uint64_t k = g; k < end; ++k) region->granules[k] = GRANULE_UNMAPPED;
+      unmapped += end - g;
+      g = end;
+    }
+    if (error == 0) error = ENOMEM; /* the injected failure: what munmap says when splitting a mapping runs out */
+  }
+  if (unmapped == 0) {
     pthread_mutex_lock(&self->mutex);
     insert_region(self, region);
     pthread_mutex_unlock(&self->mutex);
-    char text[128];
-    return example_statusf(code_of_errno(error), NAME ": munmap of the allocation failed (%s); nothing was changed",
-                   error_text(error, text, sizeof text));
+    outcome->state = NXMEM_RELEASE_FAILED;
+    outcome->failure = example_statusf(code_of_errno(error), NAME ": munmap of the allocation failed (%s); nothing was changed",
+                                       error_text(error, text, sizeof text));
+    return;
   }
+  /* The mappings into it stay counted as views until the final release
+   * unmaps the rest: the total only errs high. */
   pthread_mutex_lock(&self->mutex);
-  detach_prefixes(self, region);
+  retire_region_locked(self, region);
   pthread_mutex_unlock(&self->mutex);
-  free_region(region);
-  atomic_fetch_sub(&live_allocations, 1);
-  *unmapped_out = unmapped;
-  return example_ok();
+  outcome->state = NXMEM_RELEASE_QUARANTINED;
+  outcome->allocation_bytes = bytes;
+  outcome->unmapped_bytes = unmapped * granule;
+  outcome->residual_owned_bytes = (mapped - unmapped) * granule;
+  outcome->failure = example_statusf(code_of_errno(error),
+                                     NAME ": munmap failed (%s) after %llu of the allocation's %llu mapped bytes were "
+                                          "unmapped; the rest stays mapped and the address is never reissued",
+                                     error_text(error, text, sizeof text), (unsigned long long)(unmapped * granule),
+                                     (unsigned long long)(mapped * granule));
 }
 
-static NxmemStatus take_back(Allocator* self, const NxmemAllocation* allocation, uint64_t* unmapped_out) {
+static NxmemStatus take_out(Allocator* self, const NxmemAllocation* allocation, Region** out) {
   if (allocation->struct_size < sizeof(NxmemAllocation)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short allocation");
-  Region* region = NULL;
   pthread_mutex_lock(&self->mutex);
-  NxmemStatus found = lookup(self, allocation, &region);
-  if (!failed(found)) unlink_region(self, region);
+  NxmemStatus found = lookup(self, allocation, out);
+  if (!failed(found)) unlink_region(self, *out);
   pthread_mutex_unlock(&self->mutex);
-  if (failed(found)) return found;
-  return unmap_taken(self, region, unmapped_out);
+  return found;
 }
 
 static NxmemStatus vm_deallocate(void* ctx, const NxmemAllocation* allocation, uint64_t* unmapped_out) {
   if (allocation == NULL || unmapped_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
-  return take_back(ctx, allocation, unmapped_out);
+  Region* region = NULL;
+  const NxmemStatus found = take_out(ctx, allocation, &region);
+  if (failed(found)) return found;
+  NxmemReleaseOutcome outcome;
+  release_taken(ctx, region, &outcome);
+  if (outcome.state == NXMEM_RELEASE_FAILED) return outcome.failure;
+  *unmapped_out = outcome.unmapped_bytes;
+  if (outcome.state == NXMEM_RELEASE_COMPLETE) return example_ok();
+  /* Without the structured release a partial one has only its status to
+   * say that the allocation is gone for good rather than still live. */
+  NxmemStatus quarantined = outcome.failure;
+  quarantined.code = NXMEM_STATUS_RELEASE_QUARANTINED;
+  return quarantined;
 }
 
 static NxmemStatus vm_release_allocation(void* ctx, const NxmemAllocation* allocation, NxmemReleaseOutcome* outcome) {
   if (allocation == NULL || outcome == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
-  memset(outcome, 0, sizeof *outcome);
-  outcome->struct_size = sizeof *outcome;
-  uint64_t unmapped = 0;
-  const NxmemStatus done = take_back(ctx, allocation, &unmapped);
-  if (failed(done)) {
+  Region* region = NULL;
+  const NxmemStatus found = take_out(ctx, allocation, &region);
+  if (failed(found)) {
     /* Nothing was changed: the allocation, if it is one, is still live. */
+    memset(outcome, 0, sizeof *outcome);
+    outcome->struct_size = sizeof *outcome;
     outcome->state = NXMEM_RELEASE_FAILED;
-    outcome->failure = done;
+    outcome->failure = found;
     return example_ok();
   }
-  outcome->state = NXMEM_RELEASE_COMPLETE;
-  outcome->allocation_bytes = allocation->bytes;
-  outcome->unmapped_bytes = unmapped;
+  release_taken(ctx, region, outcome);
   return example_ok();
 }
 
@@ -695,6 +772,15 @@ static void destroy_allocator(Allocator* self) {
       atomic_fetch_sub(&live_allocations, 1);
       region = next;
     }
+  }
+  /* A lost device's memory goes with its context, as a driver frees it. */
+  for (Region* region = self->retired; region != NULL;) {
+    Region* next = region->next;
+    munmap(region->base, (size_t)(region->granule_count * self->granule));
+    detach_prefixes(self, region);
+    free_region(region);
+    atomic_fetch_sub(&live_allocations, 1);
+    region = next;
   }
   for (Prefix* prefix = self->prefixes; prefix != NULL;) {
     Prefix* next = prefix->next;
@@ -721,6 +807,18 @@ static int is_deliverer(const Allocator* self) {
  * delivering frame; caller holds the mutex. */
 static int must_close(const Allocator* self) { return self->closing && pthread_equal(self->closer, pthread_self()); }
 
+/* Whether a fence still holds `ticket`; caller holds the mutex. */
+static int is_fenced(const Allocator* self, uint64_t ticket) {
+  return self->first_fenced != 0 && ticket >= self->first_fenced;
+}
+
+/* Whether a deliverer may take the head ticket now; caller holds the mutex. */
+static int head_ready(const Allocator* self) {
+  return self->queue_head != NULL && !self->delivering && !is_fenced(self, self->queue_head->ticket);
+}
+
+static uint64_t pending_locked(const Allocator* self) { return self->queued + (self->delivering ? 1u : 0u); }
+
 /* A host's status message, fit for one of ours: its bytes need not end in
  * NUL or be valid UTF-8, so only printable ASCII passes. */
 static const char* host_message(const NxmemStatus* status, char* out, size_t size) {
@@ -740,7 +838,8 @@ static const char* host_message(const NxmemStatus* status, char* out, size_t siz
 
 /* Takes the head ticket, releases its region as the structured release
  * would, and reports it. Caller holds the mutex, nobody is delivering and
- * the queue is not empty. The mutex is dropped across the release and the
+ * the queue is not empty; a fence on the head is the caller's to have
+ * passed or overruled. The mutex is dropped across the release and the
  * host's callback (which may call back into this allocator) and held again
  * on return; the `delivering` mark it leaves meanwhile is what keeps every
  * other thread from taking the next ticket before this one is reported.
@@ -752,6 +851,10 @@ static NxmemStatus deliver_head_locked(Allocator* self) {
   --self->queued;
   self->delivering = 1;
   self->deliverer = pthread_self();
+  /* Decided as the ticket is taken: one taken before the loss was already
+   * being released, and is reported as what it became. */
+  const int lost = self->device_lost;
+  if (lost) retire_region_locked(self, queued->region);
   pthread_mutex_unlock(&self->mutex);
 
   NxmemReleaseCompletion completion;
@@ -760,18 +863,19 @@ static NxmemStatus deliver_head_locked(Allocator* self) {
   completion.ticket = queued->ticket;
   completion.mechanism_id = MECHANISM_ID;
   completion.allocation_id = queued->allocation_id;
-  completion.outcome.struct_size = sizeof completion.outcome;
-  uint64_t unmapped = 0;
-  const NxmemStatus done = unmap_taken(self, queued->region, &unmapped);
-  if (failed(done)) {
-    /* The region is back in the table, live, as a failed release leaves it;
-     * the host restores its record on FAILED. */
-    completion.outcome.state = NXMEM_RELEASE_FAILED;
-    completion.outcome.failure = done;
+  if (lost) {
+    NxmemReleaseOutcome* outcome = &completion.outcome;
+    outcome->struct_size = sizeof *outcome;
+    outcome->state = NXMEM_RELEASE_QUARANTINED;
+    outcome->allocation_bytes = queued->bytes;
+    outcome->residual_owned_bytes = queued->bytes;
+    outcome->failure = example_status(NXMEM_STATUS_DEVICE_ERROR,
+                                      NAME ": the device was lost with this release queued; its memory was not "
+                                           "released and stays with the allocator until its final release");
   } else {
-    completion.outcome.state = NXMEM_RELEASE_COMPLETE;
-    completion.outcome.allocation_bytes = queued->bytes;
-    completion.outcome.unmapped_bytes = unmapped;
+    /* A FAILED release leaves the region back in the table, live; the host
+     * restores its record on FAILED. */
+    release_taken(self, queued->region, &completion.outcome);
   }
   free(queued);
   const NxmemStatus answer = self->host.release_completed(self->host.host_ctx, &completion);
@@ -790,6 +894,12 @@ static NxmemStatus deliver_head_locked(Allocator* self) {
  * order, by the caller or by the worker where it is mid-delivery, and then
  * the worker is told to exit. Caller holds the mutex and is not delivering. */
 static void close_queue_locked(Allocator* self) {
+  /* Nobody is left to signal a fence once the host has dropped the
+   * allocator, so closing it waits out its work, as destroying a driver's
+   * context synchronizes it: every fence passes here. */
+  self->work_outstanding = 0;
+  self->first_fenced = 0;
+  pthread_cond_broadcast(&self->changed);
   while (self->queue_head != NULL || self->delivering) {
     if (self->delivering) {
       pthread_cond_wait(&self->changed, &self->mutex);
@@ -824,7 +934,7 @@ static void* release_worker(void* arg) {
   pthread_mutex_lock(&self->mutex);
   while (!self->stopping) {
     const int my_turn = self->drainers == 0 || mine == 0 || self->delivered_through != mine;
-    if (self->queue_head == NULL || self->delivering || !my_turn) {
+    if (!head_ready(self) || !my_turn || self->kit_driven) {
       pthread_cond_wait(&self->changed, &self->mutex);
       continue;
     }
@@ -893,6 +1003,26 @@ static NxmemStatus start_worker_locked(Allocator* self) {
   return example_ok();
 }
 
+/* Why the queue takes no ticket now, in the controls' precedence: a lost
+ * device, then a closed queue, then a full one. Caller holds the mutex. */
+static NxmemStatus queue_refusal_locked(const Allocator* self) {
+  if (self->device_lost) {
+    return example_status(NXMEM_STATUS_DEVICE_ERROR,
+                          NAME ": the device is lost, so nothing more is queued; the allocation stays live");
+  }
+  if (self->queue_closed) {
+    return example_status(NXMEM_STATUS_UNSUPPORTED_CAPABILITY,
+                          NAME ": the release queue is closed, so deferred release is no longer offered; the "
+                               "allocation stays live");
+  }
+  if (self->capacity != 0 && pending_locked(self) >= self->capacity) {
+    return example_statusf(NXMEM_STATUS_BUSY, NAME ": the release queue is full (%llu tickets pending); the allocation "
+                                                   "stays live",
+                           (unsigned long long)self->capacity);
+  }
+  return example_ok();
+}
+
 static NxmemStatus vm_enqueue_release(void* ctx, const NxmemAllocation* allocation, uint64_t* ticket_out) {
   Allocator* self = ctx;
   if (allocation == NULL || ticket_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
@@ -909,6 +1039,7 @@ static NxmemStatus vm_enqueue_release(void* ctx, const NxmemAllocation* allocati
   Region* region = NULL;
   pthread_mutex_lock(&self->mutex);
   NxmemStatus outcome = lookup(self, allocation, &region);
+  if (!failed(outcome)) outcome = queue_refusal_locked(self);
   if (!failed(outcome) && !self->worker_started) outcome = start_worker_locked(self);
   if (failed(outcome)) {
     pthread_mutex_unlock(&self->mutex);
@@ -920,6 +1051,7 @@ static NxmemStatus vm_enqueue_release(void* ctx, const NxmemAllocation* allocati
    * live_allocations) until its release is performed. */
   unlink_region(self, region);
   queued->ticket = ++self->last_ticket;
+  if (self->work_outstanding && self->first_fenced == 0) self->first_fenced = queued->ticket;
   queued->allocation_id = region->id;
   queued->bytes = region->bytes;
   queued->region = region;
@@ -941,9 +1073,10 @@ static NxmemStatus vm_enqueue_release(void* ctx, const NxmemAllocation* allocati
 }
 
 /* Reports, from the calling thread, up to `max` of the tickets issued before
- * the call, in order. It returns once every one of those has been reported
- * (waiting out a delivery the worker has in progress) or once it has
- * reported `max` itself, so the host's counts are exact when it returns.
+ * the call whose fences had passed, in order. It returns once every one of
+ * those has been reported (waiting out a delivery the worker has in
+ * progress) or once it has reported `max` itself, so the host's counts are
+ * exact when it returns.
  * Tickets enqueued meanwhile, even from its own completions, are the
  * worker's: they cannot keep this call going. */
 static NxmemStatus vm_drain_releases(void* ctx, uint64_t max, uint64_t* retired_out) {
@@ -960,7 +1093,9 @@ static NxmemStatus vm_drain_releases(void* ctx, uint64_t max, uint64_t* retired_
                           NAME ": drain_releases was called from inside this allocator's release_completed; the "
                                "tickets still queued are reported after that callback returns");
   }
-  const uint64_t through = self->last_ticket;
+  /* The fenced tickets are the queue's tail: everything before the first
+   * of them has passed, and is what this call answers for. */
+  const uint64_t through = self->first_fenced != 0 ? self->first_fenced - 1 : self->last_ticket;
   /* Counted only with a budget: the worker stands back for a drain that
    * will take the next ticket, never for one that cannot. */
   const unsigned counted = max != 0;
@@ -970,7 +1105,7 @@ static NxmemStatus vm_drain_releases(void* ctx, uint64_t max, uint64_t* retired_
       pthread_cond_wait(&self->changed, &self->mutex);
       continue;
     }
-    if (retired == max || self->queue_head == NULL) break;
+    if (retired == max || self->queue_head == NULL || is_fenced(self, self->queue_head->ticket)) break;
     const uint64_t ticket = self->queue_head->ticket;
     const NxmemStatus reported = deliver_head_locked(self);
     ++retired;
@@ -1001,7 +1136,7 @@ static NxmemStatus vm_pending_release_count(void* ctx, uint64_t* count_out) {
   Allocator* self = ctx;
   if (count_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
   pthread_mutex_lock(&self->mutex);
-  const uint64_t count = self->queued + (self->delivering ? 1u : 0u);
+  const uint64_t count = pending_locked(self);
   pthread_mutex_unlock(&self->mutex);
   *count_out = count;
   return example_ok();
@@ -1065,9 +1200,14 @@ enum { VICTIMS_PROTECT_NONE, VICTIMS_PROTECT_READ_WRITE, VICTIMS_DISCARD };
 
 /* Applies one step of a decommit to each run of victims in [first, last].
  * 0 with errno on the first failure. Putting access back (READ_WRITE) goes
- * over every run, so it also mends a run a failed call changed in part. */
-static int each_victim_run(const Region* region, uint64_t first, uint64_t last, uint64_t begin, uint64_t end,
-                           uint64_t granule, int step) {
+ * over every run, so it also mends a run a failed call changed in part.
+ * Taking access away is the step a DECOMMIT fault fails, granule by granule:
+ * it is the one a failure can still undo with every byte in place, where a
+ * failed discard would already have lost the granules before it. Caller
+ * holds the mutex. */
+static int each_victim_run(Allocator* self, const Region* region, uint64_t first, uint64_t last, uint64_t begin,
+                           uint64_t end, int step) {
+  const uint64_t granule = self->granule;
   for (uint64_t g = first; g <= last;) {
     if (!is_victim(region, g, begin, end, granule)) {
       ++g;
@@ -1077,6 +1217,16 @@ static int each_victim_run(const Region* region, uint64_t first, uint64_t last, 
     while (run <= last && is_victim(region, run, begin, end, granule)) ++run;
     void* at = granule_at(region, g, granule);
     const size_t length = (size_t)((run - g) * granule);
+    if (step == VICTIMS_PROTECT_NONE) {
+      const uint64_t fine = steps_before_fault_locked(self, ORTMEM_CTS_FAULT_DECOMMIT, run - g);
+      if (fine < run - g) {
+        /* Cut at the armed granule: those before it lose their access, then
+         * it fails as mprotect does when the kernel runs out. */
+        if (fine != 0 && mprotect(at, (size_t)(fine * granule), PROT_NONE) != 0) return 0;
+        errno = ENOMEM;
+        return 0;
+      }
+    }
     const int done = step == VICTIMS_DISCARD          ? madvise(at, length, MADV_DONTNEED) == 0
                      : step == VICTIMS_PROTECT_NONE ? mprotect(at, length, PROT_NONE) == 0
                                                     : mprotect(at, length, PROT_READ | PROT_WRITE) == 0;
@@ -1117,9 +1267,9 @@ static NxmemStatus vm_decommit_range(void* ctx, const NxmemRangeRequest* request
      * every granule's access back as it was. */
     const int steps[2] = {VICTIMS_PROTECT_NONE, VICTIMS_DISCARD};
     for (int i = 0; i < 2; ++i) {
-      if (!each_victim_run(region, first, last, begin, end, granule, steps[i])) {
+      if (!each_victim_run(self, region, first, last, begin, end, steps[i])) {
         const int error = errno;
-        each_victim_run(region, first, last, begin, end, granule, VICTIMS_PROTECT_READ_WRITE);
+        each_victim_run(self, region, first, last, begin, end, VICTIMS_PROTECT_READ_WRITE);
         char text[128];
         outcome = example_statusf(code_of_errno(error), NAME ": %s failed while decommitting (%s); the range stays committed",
                           i == 0 ? "mprotect" : "madvise", error_text(error, text, sizeof text));
@@ -1411,9 +1561,18 @@ static NxmemStatus vm_commit_shared_prefix(void* ctx, const NxmemSharedPrefixCom
       region->prefix_capacity = capacity;
     }
     void* target = region->base + offset;
-    /* One MAP_FIXED call: the whole range maps or none of it does. */
-    if (mmap(target, (size_t)prefix->mapped_bytes, PROT_READ, MAP_SHARED | MAP_FIXED, prefix->fd, 0) == MAP_FAILED) {
-      const int error = errno;
+    /* One MAP_FIXED call: the whole range maps or none of it does. An armed
+     * PREFIX_MAP fault cuts it at its granule: the granules before it are
+     * mapped, as a call per granule would have, and the failure unmaps
+     * them with the rest. */
+    const uint64_t fine = steps_before_fault_locked(self, ORTMEM_CTS_FAULT_PREFIX_MAP, count);
+    int error = 0;
+    if (fine != 0 && mmap(target, (size_t)(fine * granule), PROT_READ, MAP_SHARED | MAP_FIXED, prefix->fd, 0) == MAP_FAILED) {
+      error = errno;
+    } else if (fine < count) {
+      error = ENOMEM; /* the injected failure: what mmap says when the kernel runs out */
+    }
+    if (error != 0) {
       /* Keep the range reserved and inaccessible, as it was. */
       mmap(target, (size_t)prefix->mapped_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
            0);
@@ -1436,6 +1595,147 @@ done:
   pthread_mutex_unlock(&self->mutex);
   return outcome;
 }
+
+/* ---- the ortmem-cts controls -------------------------------------------- */
+
+static NxmemStatus no_allocator(void) { return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null allocator"); }
+
+static NxmemStatus control_open_queue(void* ctx, uint64_t capacity) {
+  Allocator* self = ctx;
+  if (self == NULL) return no_allocator();
+  pthread_mutex_lock(&self->mutex);
+  const uint64_t pending = pending_locked(self);
+  if (pending == 0) {
+    self->work_outstanding = 0;
+    self->first_fenced = 0;
+    self->queue_closed = 0;
+    self->device_lost = 0;
+    self->capacity = capacity;
+    self->kit_driven = 1;
+  }
+  pthread_mutex_unlock(&self->mutex);
+  /* A new queue's rules would otherwise apply to tickets the old one took. */
+  if (pending != 0) {
+    return example_statusf(NXMEM_STATUS_BUSY, NAME ": %llu tickets of the earlier queue are still pending",
+                           (unsigned long long)pending);
+  }
+  return example_ok();
+}
+
+static NxmemStatus control_record_use(void* ctx) {
+  Allocator* self = ctx;
+  if (self == NULL) return no_allocator();
+  pthread_mutex_lock(&self->mutex);
+  self->work_outstanding = 1;
+  pthread_mutex_unlock(&self->mutex);
+  return example_ok();
+}
+
+static NxmemStatus control_signal_fences(void* ctx) {
+  Allocator* self = ctx;
+  if (self == NULL) return no_allocator();
+  pthread_mutex_lock(&self->mutex);
+  self->work_outstanding = 0;
+  self->first_fenced = 0;
+  pthread_cond_broadcast(&self->changed); /* the worker may be waiting on a fenced head */
+  pthread_mutex_unlock(&self->mutex);
+  return example_ok();
+}
+
+static NxmemStatus control_close_queue(void* ctx) {
+  Allocator* self = ctx;
+  if (self == NULL) return no_allocator();
+  pthread_mutex_lock(&self->mutex);
+  self->queue_closed = 1;
+  pthread_mutex_unlock(&self->mutex);
+  return example_ok();
+}
+
+/* Every pending ticket is reported quarantined before this returns, by this
+ * thread or the worker (whoever holds the deliverer role: the order and the
+ * one-at-a-time delivery hold as for any ticket). */
+static NxmemStatus control_lose_device(void* ctx) {
+  Allocator* self = ctx;
+  if (self == NULL) return no_allocator();
+  pthread_mutex_lock(&self->mutex);
+  if (is_deliverer(self)) {
+    /* Waiting for the queue to empty would wait for this very thread. */
+    pthread_mutex_unlock(&self->mutex);
+    return example_status(NXMEM_STATUS_BUSY,
+                          NAME ": lose_device was called from inside this allocator's release_completed, which "
+                               "holds the queue's next ticket back");
+  }
+  self->device_lost = 1;
+  /* The work behind every fence went with the device: no fence is left to
+   * pass, so none holds a ticket back from its quarantine. */
+  self->work_outstanding = 0;
+  self->first_fenced = 0;
+  pthread_cond_broadcast(&self->changed);
+  while (self->queue_head != NULL || self->delivering) {
+    if (self->delivering) {
+      pthread_cond_wait(&self->changed, &self->mutex);
+      continue;
+    }
+    (void)deliver_head_locked(self); /* a refused completion is still delivered: the ticket is settled */
+    if (must_close(self)) {
+      /* The host dropped the allocator from inside that completion. */
+      close_and_free(self);
+      return example_ok();
+    }
+  }
+  pthread_mutex_unlock(&self->mutex);
+  return example_ok();
+}
+
+static NxmemStatus control_arm_fault(void* ctx, uint32_t point, uint64_t nth) {
+  Allocator* self = ctx;
+  if (self == NULL) return no_allocator();
+  if (point > ORTMEM_CTS_FAULT_PREFIX_MAP) {
+    return example_statusf(NXMEM_STATUS_NOT_IMPLEMENTED, NAME ": no step lies behind fault point %u", point);
+  }
+  if (point == ORTMEM_CTS_FAULT_RELEASE_UNMAP && self->vtable.release_allocation == NULL) {
+    /* Below minor 1 the host releases through deallocate, whose answer is
+     * done or nothing changed: a release that unmapped part of its memory
+     * could only be reported as one of the two, and both would be false. */
+    return example_status(NXMEM_STATUS_NOT_IMPLEMENTED,
+                          NAME ": an allocator opened at minor 0 has no structured release to report a partial one");
+  }
+  if (nth == 0) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": steps are counted from 1 (the very next)");
+  pthread_mutex_lock(&self->mutex);
+  self->faults[point] = nth;
+  pthread_mutex_unlock(&self->mutex);
+  return example_ok();
+}
+
+static NxmemStatus control_clear_faults(void* ctx) {
+  Allocator* self = ctx;
+  if (self == NULL) return no_allocator();
+  pthread_mutex_lock(&self->mutex);
+  memset(self->faults, 0, sizeof self->faults);
+  pthread_mutex_unlock(&self->mutex);
+  return example_ok();
+}
+
+/* Host memory is the kit's to read and write directly, so the memory slots
+ * stay NULL. */
+static const OrtmemCtsControls controls = {
+    .struct_size = ORTMEM_CTS_CONTROLS_SIZE_V1,
+    .version = ORTMEM_CTS_CONTROLS_VERSION,
+    .mechanism_id = MECHANISM_ID,
+    .controls = ORTMEM_CTS_CONTROL_FENCES | ORTMEM_CTS_CONTROL_QUEUE_CLOSE | ORTMEM_CTS_CONTROL_QUEUE_CAPACITY |
+                ORTMEM_CTS_CONTROL_QUEUE_DEVICE_LOSS | ORTMEM_CTS_CONTROL_FAULT_INJECTION,
+    .reserved = 0,
+    .open_queue = control_open_queue,
+    .record_use = control_record_use,
+    .signal_fences = control_signal_fences,
+    .close_queue = control_close_queue,
+    .lose_device = control_lose_device,
+    .arm_fault = control_arm_fault,
+    .clear_faults = control_clear_faults,
+    .fill = NULL,
+    .read = NULL,
+    .probe_write = NULL,
+};
 
 /* ---- the factory -------------------------------------------------------- */
 
@@ -1586,6 +1886,21 @@ NxmemStatus NxmemCreateAllocatorFactories(const NxmemAllocatorFactoryVtable** ou
   out[0] = &factories[atomic_load(&negotiated_minor) >= 1 ? 1 : 0];
   *count = 1;
   atomic_fetch_add(&live_factories, 1);
+  return example_ok();
+}
+
+NxmemStatus OrtmemCtsPluginControls(uint32_t kit_version, uint64_t mechanism_id, const OrtmemCtsControls** controls_out) {
+  if (controls_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  *controls_out = NULL;
+  if (kit_version < 1) {
+    return example_statusf(NXMEM_STATUS_VERSION_MISMATCH, NAME ": the controls table is version 1; the kit reads up to %u",
+                           kit_version);
+  }
+  if (mechanism_id != MECHANISM_ID) {
+    return example_statusf(NXMEM_STATUS_NOT_IMPLEMENTED, NAME ": no controls for mechanism 0x%llx",
+                           (unsigned long long)mechanism_id);
+  }
+  *controls_out = &controls;
   return example_ok();
 }
 

@@ -17,12 +17,14 @@
  * under a mutex that is never held across a call into the host.
  */
 #define NxmemCreateAllocatorFactories honest_create_factories
+#define OrtmemCtsPluginControls honest_controls
 #if BASE_VM
 #include "adapters/plugin/examples/vm_host_plugin.c"
 #else
 #include "adapters/plugin/examples/eager_host_plugin.c"
 #endif
 #undef NxmemCreateAllocatorFactories
+#undef OrtmemCtsPluginControls
 
 #define LIE_RELEASE_OVERSTATES_BYTES 1
 #define LIE_DECOMMIT_REPORTS_NOTHING_UNMAPPED 2
@@ -36,6 +38,15 @@
 #define LIE_COMPLETION_FOR_NEVER_ENQUEUED_ALLOCATION 10
 #define LIE_TICKET_NEVER_COMPLETES 11
 #define LIE_COMPLETION_OVERSTATES_BYTES 12
+/* Lies told through the kit's control extension (ortmem_cts_controls.h),
+ * which the wrapper forwards like any vtable. */
+#define LIE_FENCES_IGNORED 13
+#define LIE_CLOSE_IGNORED 14
+#define LIE_CAPACITY_IGNORED 15
+#define LIE_DEVICE_LOSS_FREES 16
+#define LIE_LOST_REFUSED_AS_FULL 17
+#define LIE_DECOMMIT_FAULT_NEVER_FIRES 18
+#define LIE_PARTIAL_RELEASE_REPORTED_COMPLETE 19
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -201,6 +212,14 @@ static NxmemStatus w_release_allocation(void* ctx, const NxmemAllocation* alloca
   NxmemStatus answer = HONEST(ctx)->release_allocation(HONEST(ctx)->ctx, allocation, outcome);
 #if LIE == LIE_RELEASE_OVERSTATES_BYTES
   if (answer.code == NXMEM_STATUS_OK && outcome->state == NXMEM_RELEASE_COMPLETE) outcome->allocation_bytes += 1;
+#elif LIE == LIE_PARTIAL_RELEASE_REPORTED_COMPLETE
+  /* An unmap failed part way: the plugin says it all went. */
+  if (answer.code == NXMEM_STATUS_OK && outcome->state == NXMEM_RELEASE_QUARANTINED) {
+    outcome->state = NXMEM_RELEASE_COMPLETE;
+    outcome->unmapped_bytes += outcome->residual_owned_bytes;
+    outcome->residual_owned_bytes = 0;
+    memset(&outcome->failure, 0, sizeof outcome->failure);
+  }
 #endif
   return answer;
 }
@@ -215,8 +234,11 @@ static NxmemStatus w_enqueue_release(void* ctx, const NxmemAllocation* allocatio
 #endif
   /* Taken before the call: the completion may come inside it. */
   atomic_fetch_add(&((Wrapped*)ctx)->references, 1);
-  const NxmemStatus answer = HONEST(ctx)->enqueue_release(HONEST(ctx)->ctx, &bent, ticket_out);
+  NxmemStatus answer = HONEST(ctx)->enqueue_release(HONEST(ctx)->ctx, &bent, ticket_out);
   if (answer.code != NXMEM_STATUS_OK) drop(ctx); /* nothing was queued */
+#if LIE == LIE_LOST_REFUSED_AS_FULL
+  if (answer.code == NXMEM_STATUS_DEVICE_ERROR) answer = example_status(NXMEM_STATUS_BUSY, "the queue is full");
+#endif
   return answer;
 }
 static NxmemStatus w_drain_releases(void* ctx, uint64_t max, uint64_t* retired_out) {
@@ -300,6 +322,75 @@ static NxmemStatus w_commit_shared_prefix(void* ctx, const NxmemSharedPrefixComm
   return answer;
 }
 
+#endif
+
+/* ---- the control extension ---------------------------------------------- */
+#if BASE_VM
+
+/* The honest table, read once the kit asks for it; the wrapper's slots get
+ * the wrapper as ctx and hand the honest allocator's ctx on. */
+static const OrtmemCtsControls* honest_table;
+static OrtmemCtsControls wrapped_controls;
+
+static NxmemStatus w_open_queue(void* ctx, uint64_t capacity) {
+#if LIE == LIE_CAPACITY_IGNORED
+  capacity = 0; /* unbounded, whatever the kit asked */
+#endif
+  return honest_table->open_queue(HONEST(ctx)->ctx, capacity);
+}
+static NxmemStatus w_record_use(void* ctx) {
+#if LIE == LIE_FENCES_IGNORED
+  (void)ctx;
+  return example_ok(); /* no fence: queued releases run at once */
+#else
+  return honest_table->record_use(HONEST(ctx)->ctx);
+#endif
+}
+static NxmemStatus w_signal_fences(void* ctx) { return honest_table->signal_fences(HONEST(ctx)->ctx); }
+static NxmemStatus w_close_queue(void* ctx) {
+#if LIE == LIE_CLOSE_IGNORED
+  (void)ctx;
+  return example_ok(); /* closed, it says, and goes on taking work */
+#else
+  return honest_table->close_queue(HONEST(ctx)->ctx);
+#endif
+}
+static NxmemStatus w_lose_device(void* ctx) {
+#if LIE == LIE_DEVICE_LOSS_FREES
+  /* Frees what was pending, as though the device were still there, and only
+   * then takes the loss: nothing is left for it to quarantine. */
+  uint64_t retired = 0;
+  (void)honest_table->signal_fences(HONEST(ctx)->ctx);
+  (void)w_drain_releases(ctx, UINT64_MAX, &retired);
+#endif
+  return honest_table->lose_device(HONEST(ctx)->ctx);
+}
+static NxmemStatus w_arm_fault(void* ctx, uint32_t point, uint64_t nth) {
+#if LIE == LIE_DECOMMIT_FAULT_NEVER_FIRES
+  if (point == ORTMEM_CTS_FAULT_DECOMMIT) return example_ok(); /* armed, it says */
+#endif
+  return honest_table->arm_fault(HONEST(ctx)->ctx, point, nth);
+}
+static NxmemStatus w_clear_faults(void* ctx) { return honest_table->clear_faults(HONEST(ctx)->ctx); }
+
+NxmemStatus OrtmemCtsPluginControls(uint32_t kit_version, uint64_t mechanism_id, const OrtmemCtsControls** out) {
+  const OrtmemCtsControls* honest = NULL;
+  const NxmemStatus answer = honest_controls(kit_version, mechanism_id, &honest);
+  if (answer.code != NXMEM_STATUS_OK) return answer;
+  honest_table = honest;
+  wrapped_controls = *honest;
+#define WRAP(slot) wrapped_controls.slot = honest->slot != NULL ? w_##slot : NULL
+  WRAP(open_queue);
+  WRAP(record_use);
+  WRAP(signal_fences);
+  WRAP(close_queue);
+  WRAP(lose_device);
+  WRAP(arm_fault);
+  WRAP(clear_faults);
+#undef WRAP
+  *out = &wrapped_controls;
+  return answer;
+}
 #endif
 
 /* ---- the factory, wrapped ----------------------------------------------- */

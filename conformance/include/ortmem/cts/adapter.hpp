@@ -149,7 +149,13 @@ class QueueUnderTest {
       std::size_t size;
       std::uint64_t allocation_bytes;
     };
+    // The releases it performed, in order: a request it settled as a lost
+    // device's quarantine performed nothing and is not here.
     std::vector<void*> order;
+    // Per entry of `order`: performed after the queue was told of device
+    // loss (mark_device_lost returned), which DQ-012 forbids. Its own
+    // threads may perform a release at any moment before that.
+    std::vector<bool> after_loss;
     std::vector<Completed> completed;
     std::vector<std::string> violations;
   };

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -48,6 +49,22 @@ struct RegistryHarness {
   [[nodiscard]] std::vector<void*> release_order(const QueueUnderTest& queue) const {
     auto settled = queue.settled_itself();
     return settled ? std::move(settled->order) : allocator->release_order();
+  }
+  // How many releases ran: the allocator's calls, and what a queue that
+  // frees memory itself performed.
+  [[nodiscard]] std::size_t releases_run(const QueueUnderTest& queue) const {
+    const auto settled = queue.settled_itself();
+    return allocator->release_calls.load() + (settled ? settled->order.size() : 0);
+  }
+  // How many releases ran after the queue was told of device loss, given
+  // releases_run() read before it was told: a queue that executes through
+  // the allocator runs nothing of its own accord, while one that frees
+  // memory itself may until the moment it is told, and says which came after.
+  [[nodiscard]] std::size_t releases_after_loss(const QueueUnderTest& queue, std::size_t run_before_loss) const {
+    if (const auto settled = queue.settled_itself()) {
+      return static_cast<std::size_t>(std::count(settled->after_loss.begin(), settled->after_loss.end(), true));
+    }
+    return releases_run(queue) - run_before_loss;
   }
   // The Complete settlements of a queue that frees memory itself whose
   // reported bytes are not the size released, for people; empty when none.

@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev librapidcheck-dev
   nlohmann-json3-dev libexpected-dev libcli11-dev libbenchmark-dev
   python3 python3-jsonschema libsodium-dev pkg-config libxml2-utils chromium libclang-rt-14-dev
+  libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev
 )
 
 install_node_tools() {

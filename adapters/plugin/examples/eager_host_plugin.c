@@ -7,6 +7,13 @@
  * the device, then whether it holds that id (WRONG_MECHANISM, WRONG_DEVICE,
  * UNKNOWN_ALLOCATION). The table is guarded by one mutex that is never held
  * across a call into the host (this plugin makes none).
+ *
+ * The allocation itself is the backend's: a file that defines
+ * EAGER_BACKEND, with NAME, MECHANISM_ID, BACKEND_ALLOC(bytes, align) and
+ * BACKEND_FREE(ptr, bytes, align), and then includes this one is the same
+ * plugin over another allocator (adapters/third_party/ wraps the allocators
+ * Debian ships this way). `bytes` is at least 1 and `align` a power of two
+ * of at least sizeof(void*); a backend answers NULL when it cannot.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,7 +24,13 @@
 #include "adapters/plugin/examples/example_support.h"
 #include "adapters/plugin/nxmem_abi.h"
 
+#ifndef EAGER_BACKEND
+#define NAME "eager-host"
 #define MECHANISM_ID 0x6561676572ull /* "eager" */
+/* aligned_alloc takes only a size that is a multiple of the alignment. */
+#define BACKEND_ALLOC(bytes, align) aligned_alloc((align), ((bytes) + (align) - 1) & ~((uint64_t)(align) - 1))
+#define BACKEND_FREE(ptr, bytes, align) free(ptr)
+#endif
 
 /* ---- the allocation table --------------------------------------------- */
 
@@ -25,6 +38,8 @@ typedef struct Entry {
   uint64_t id;
   uint8_t* ptr;
   uint64_t bytes;
+  uint64_t wanted; /* what the backend was asked for, and is told again at free */
+  uint64_t align;
   struct Entry* next;
 } Entry;
 
@@ -42,38 +57,39 @@ static atomic_uint_fast64_t live_factories;
 static int is_power_of_two(uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
 
 static NxmemStatus check_identity(const Allocator* self, uint64_t mechanism_id, NxmemDeviceId device) {
-  if (mechanism_id != MECHANISM_ID) return example_status(NXMEM_STATUS_WRONG_MECHANISM, "eager-host: not this mechanism's allocation");
+  if (mechanism_id != MECHANISM_ID) return example_status(NXMEM_STATUS_WRONG_MECHANISM, NAME ": not this mechanism's allocation");
   if (device.tier != self->vtable.device.tier || device.index != self->vtable.device.index) {
-    return example_status(NXMEM_STATUS_WRONG_DEVICE, "eager-host: not this allocator's device");
+    return example_status(NXMEM_STATUS_WRONG_DEVICE, NAME ": not this allocator's device");
   }
   return example_ok();
 }
 
 static NxmemStatus eager_allocate(void* ctx, const NxmemAllocRequest* request, NxmemAllocResult* result) {
   Allocator* self = ctx;
-  if (request == NULL || result == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
-  if (request->struct_size < sizeof(NxmemAllocRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, "eager-host: short request");
+  if (request == NULL || result == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (request->struct_size < sizeof(NxmemAllocRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
   NxmemStatus identity = check_identity(self, request->mechanism_id, request->device);
   if (identity.code != NXMEM_STATUS_OK) return identity;
-  if (!is_power_of_two(request->align)) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: alignment is not a power of two");
-  if (request->allocation_id == 0) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: allocation id 0");
+  if (!is_power_of_two(request->align)) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": alignment is not a power of two");
+  if (request->allocation_id == 0) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": allocation id 0");
   const uint64_t align = request->align < sizeof(void*) ? sizeof(void*) : request->align;
   /* Zero bytes still get a distinct address; round up without overflow. */
   const uint64_t wanted = request->bytes == 0 ? 1 : request->bytes;
   if (wanted > UINT64_MAX - (align - 1)) {
-    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: the size overflows when rounded up to the alignment");
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": the size overflows when rounded up to the alignment");
   }
-  const uint64_t rounded = (wanted + align - 1) & ~(align - 1);
   Entry* entry = malloc(sizeof *entry);
-  if (entry == NULL) return example_status(NXMEM_STATUS_OUT_OF_MEMORY, "eager-host: no memory for the table");
-  uint8_t* ptr = aligned_alloc(align, rounded);
+  if (entry == NULL) return example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for the table");
+  uint8_t* ptr = BACKEND_ALLOC(wanted, align);
   if (ptr == NULL) {
     free(entry);
-    return example_status(NXMEM_STATUS_OUT_OF_MEMORY, "eager-host: aligned_alloc refused");
+    return example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": the allocator refused");
   }
   entry->id = request->allocation_id;
   entry->ptr = ptr;
   entry->bytes = request->bytes;
+  entry->wanted = wanted;
+  entry->align = align;
   pthread_mutex_lock(&self->mutex);
   entry->next = self->live;
   self->live = entry;
@@ -89,7 +105,7 @@ static NxmemStatus eager_allocate(void* ctx, const NxmemAllocRequest* request, N
 
 static NxmemStatus eager_deallocate(void* ctx, const NxmemAllocation* allocation, uint64_t* unmapped_out) {
   Allocator* self = ctx;
-  if (allocation == NULL || unmapped_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
+  if (allocation == NULL || unmapped_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
   NxmemStatus identity = check_identity(self, allocation->mechanism_id, allocation->device);
   if (identity.code != NXMEM_STATUS_OK) return identity;
   pthread_mutex_lock(&self->mutex);
@@ -99,11 +115,11 @@ static NxmemStatus eager_deallocate(void* ctx, const NxmemAllocation* allocation
   if (found != NULL && (found->ptr != allocation->ptr || found->bytes != allocation->bytes)) found = NULL;
   if (found != NULL) *link = found->next;
   pthread_mutex_unlock(&self->mutex);
-  if (found == NULL) return example_status(NXMEM_STATUS_UNKNOWN_ALLOCATION, "eager-host: no live allocation with this id, address and size");
-  free(found->ptr);
+  if (found == NULL) return example_status(NXMEM_STATUS_UNKNOWN_ALLOCATION, NAME ": no live allocation with this id, address and size");
+  BACKEND_FREE(found->ptr, found->wanted, found->align);
   free(found);
   atomic_fetch_sub(&live_allocations, 1);
-  /* aligned_alloc memory goes back to the C heap, which unmaps nothing we can name. */
+  /* The memory goes back to the allocator's heap, which unmaps nothing we can name. */
   *unmapped_out = 0;
   return example_ok();
 }
@@ -117,7 +133,7 @@ static void eager_release(void* ctx) {
    * freed here so the module can be unloaded. */
   for (Entry* entry = self->live; entry != NULL;) {
     Entry* next = entry->next;
-    free(entry->ptr);
+    BACKEND_FREE(entry->ptr, entry->wanted, entry->align);
     free(entry);
     atomic_fetch_sub(&live_allocations, 1);
     entry = next;
@@ -131,13 +147,13 @@ static void eager_release(void* ctx) {
 
 static NxmemStatus open_allocator(void* ctx, const NxmemOpenRequest* request, const NxmemAllocatorVtable** out) {
   (void)ctx;
-  if (request == NULL || out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
-  if (request->device.tier != NXMEM_TIER_HOST) return example_status(NXMEM_STATUS_WRONG_DEVICE, "eager-host: host memory only");
+  if (request == NULL || out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (request->device.tier != NXMEM_TIER_HOST) return example_status(NXMEM_STATUS_WRONG_DEVICE, NAME ": host memory only");
   if ((request->required_capability_flags & ~NXMEM_CAP_ALLOCATOR) != 0) {
-    return example_status(NXMEM_STATUS_UNSUPPORTED_CAPABILITY, "eager-host: offers the allocator capability only");
+    return example_status(NXMEM_STATUS_UNSUPPORTED_CAPABILITY, NAME ": offers the allocator capability only");
   }
   Allocator* self = calloc(1, sizeof *self);
-  if (self == NULL) return example_status(NXMEM_STATUS_OUT_OF_MEMORY, "eager-host: no memory for an allocator");
+  if (self == NULL) return example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for an allocator");
   pthread_mutex_init(&self->mutex, NULL);
   atomic_init(&self->references, 1);
   self->vtable.struct_size = NXMEM_ALLOCATOR_VTABLE_SIZE_MINOR0;
@@ -145,7 +161,7 @@ static NxmemStatus open_allocator(void* ctx, const NxmemOpenRequest* request, co
   self->vtable.mechanism_id = MECHANISM_ID;
   self->vtable.device = request->device;
   self->vtable.capability_flags = NXMEM_CAP_ALLOCATOR;
-  self->vtable.name = (const uint8_t*)"eager-host";
+  self->vtable.name = (const uint8_t*)NAME;
   self->vtable.ctx = self;
   self->vtable.allocate = eager_allocate;
   self->vtable.deallocate = eager_deallocate;
@@ -164,7 +180,7 @@ static void release_factory(void* ctx) {
 static const NxmemAllocatorFactoryVtable factory = {
     .struct_size = sizeof(NxmemAllocatorFactoryVtable),
     .abi_minor = 0,
-    .name = (const uint8_t*)"eager-host",
+    .name = (const uint8_t*)NAME,
     .device = {NXMEM_TIER_HOST, 0},
     .capability_flags = NXMEM_CAP_ALLOCATOR,
     .ctx = NULL,
@@ -175,13 +191,13 @@ static const NxmemAllocatorFactoryVtable factory = {
 /* ---- the exports ------------------------------------------------------- */
 
 NxmemStatus NxmemNegotiate(const NxmemNegotiateRequest* request, NxmemNegotiateResponse* response) {
-  return example_negotiate("eager-host", 0, 0, NXMEM_CAP_ALLOCATOR, request, response);
+  return example_negotiate(NAME, 0, 0, NXMEM_CAP_ALLOCATOR, request, response);
 }
 
 NxmemStatus NxmemCreateAllocatorFactories(const NxmemAllocatorFactoryVtable** out, uint64_t max, uint64_t* count) {
-  if (out == NULL || count == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
+  if (out == NULL || count == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
   *count = 0;
-  if (max < 1) return example_status(NXMEM_STATUS_SHORT_STRUCT, "eager-host: no room for its one factory");
+  if (max < 1) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": no room for its one factory");
   out[0] = &factory;
   *count = 1;
   atomic_fetch_add(&live_factories, 1);
@@ -189,7 +205,7 @@ NxmemStatus NxmemCreateAllocatorFactories(const NxmemAllocatorFactoryVtable** ou
 }
 
 NxmemStatus NxmemQueryUnloadReadiness(NxmemUnloadReport* report) {
-  if (report == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "eager-host: null argument");
+  if (report == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
   memset(report, 0, sizeof *report);
   report->struct_size = sizeof *report;
   report->live_allocators = atomic_load(&live_allocators) + atomic_load(&live_factories);

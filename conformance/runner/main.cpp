@@ -12,7 +12,8 @@
 //   ortmem-cts report verify REPORT [--pubkey PUBLIC_KEY]
 //   ortmem-cts report merge SHARD... --report FILE|-
 //   ortmem-cts report diff BASE NEW
-//   ortmem-cts report render REPORT [--format md|html] [--output FILE]
+//   ortmem-cts profile --adapter NAME|PATH.so[#MECHANISM] [--output FILE|-] [--min-time SECONDS]
+//   ortmem-cts report render REPORT [--format md|html] [--output FILE] [--speed-profile FILE]
 //   ortmem-cts report keygen --secret FILE --public FILE
 //   ortmem-cts --version
 //
@@ -43,6 +44,7 @@
 #include "kit_identity.hpp"
 #include "ortmem/report/report_json.hpp"
 #include "result_collector.hpp"
+#include "speed_profile.hpp"
 #include "report_commands.hpp"
 #include "run.hpp"
 #include "test_selection.hpp"
@@ -305,6 +307,17 @@ int main(int argc, char** argv) {
   auto* junit_option = run_command->add_option("--junit", junit_path, "also write the results as JUnit XML to FILE, or '-'");
   auto* ctrf_option = run_command->add_option("--ctrf", ctrf_path, "also write the results as CTRF JSON to FILE, or '-'");
 
+  SpeedProfileOptions profile_options;
+  auto* profile_command =
+      app.add_subcommand("profile", "measure an adapter's allocator beside the reference host allocator (informational)");
+  profile_command->add_option("--adapter", profile_options.adapter, "adapter name, or an nxmem plugin: PATH.so[#MECHANISM]")
+      ->required();
+  profile_command->add_option("--abi-minor", abi_minor, abi_minor_help)->check(CLI::Range(0, 1));
+  std::string profile_output;
+  auto* profile_output_option = profile_command->add_option("--output", profile_output, "write the JSON to FILE, or '-' for stdout");
+  profile_command->add_option("--min-time", profile_options.min_time_s, "seconds per measurement, at least (default 0.2)")
+      ->check(CLI::PositiveNumber);
+
   auto* report_command = app.add_subcommand("report", "work with reports");
   report_command->require_subcommand(1);
   auto* recover_command = report_command->add_subcommand("recover", "turn the journal of a killed run into a report");
@@ -337,6 +350,9 @@ int main(int argc, char** argv) {
   render_command->add_option("report", rendered_path, "the report file")->required();
   render_command->add_option("--format", render_format, "md (default) or html")->check(CLI::IsMember({"md", "html"}));
   auto* render_output_option = render_command->add_option("--output", render_output, "write here instead of stdout");
+  std::string render_speed_profile;
+  auto* render_speed_profile_option = render_command->add_option(
+      "--speed-profile", render_speed_profile, "show this `ortmem-cts profile` JSON of the same adapter after the report");
   auto* keygen_command = report_command->add_subcommand("keygen", "make an Ed25519 key pair for --sign and --pubkey");
   std::string secret_path;
   std::string public_path;
@@ -364,6 +380,11 @@ int main(int argc, char** argv) {
     if (auto refused = register_named_plugin(child_options.adapter, abi_minor)) return *refused;
     return run_child(child_options, argv[0]);
   }
+  if (profile_command->parsed()) {
+    if (auto refused = register_named_plugin(profile_options.adapter, abi_minor)) return *refused;
+    if (profile_output_option->count() > 0) profile_options.output = profile_output;
+    return speed_profile(profile_options);
+  }
   if (list->parsed()) {
     if (list_plugin_option->count() > 0) {
       if (what != "adapters") return usage_error("--plugin goes with `list adapters`; for tests give --adapter PATH.so#MECHANISM");
@@ -384,7 +405,10 @@ int main(int argc, char** argv) {
   if (keygen_command->parsed()) return keygen(secret_path, public_path);
   if (merge_command->parsed()) return merge(shard_paths, merged_path);
   if (diff_command->parsed()) return diff(base_path, next_path);
-  if (render_command->parsed()) return render(rendered_path, render_format, given(render_output_option, render_output));
+  if (render_command->parsed()) {
+    return render(rendered_path, render_format, given(render_output_option, render_output),
+                  given(render_speed_profile_option, render_speed_profile));
+  }
   options.junit_path = given(junit_option, junit_path);
   options.ctrf_path = given(ctrf_option, ctrf_path);
   options.expectations_path = given(expectations_option, expectations_path);

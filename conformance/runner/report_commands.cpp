@@ -5,12 +5,14 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 
 #include "ortmem/cts/spec_catalog.hpp"
 #include "ortmem/report/expectations.hpp"
 #include "ortmem/report/formats.hpp"
 #include "ortmem/report/integrity.hpp"
+#include "ortmem/report/speed_profile.hpp"
 #include "ortmem/report/journal.hpp"
 #include "ortmem/report/merge.hpp"
 #include "ortmem/report/report_file.hpp"
@@ -118,13 +120,28 @@ int diff(const std::string& base_path, const std::string& next_path) {
   return changes.regressed() ? kExitNotConformant : kExitConformant;
 }
 
-int render(const std::string& report_path, const std::string& format, const std::optional<std::string>& output) {
+int render(const std::string& report_path, const std::string& format, const std::optional<std::string>& output,
+           const std::optional<std::string>& speed_profile_path) {
   if (output) {
     if (auto problem = report::check_output_path(*output, "--output")) return usage_error(*problem);
   }
   auto read = report::read_report_file(report_path);
   if (!read) return usage_error(read.error());
-  const std::string content = format == "html" ? report::render_html(*read) : report::render_markdown(*read);
+  std::string appendix;
+  if (speed_profile_path) {
+    std::ifstream file(*speed_profile_path);
+    if (!file) return usage_error("--speed-profile '" + *speed_profile_path + "': cannot be read");
+    const nlohmann::json json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+    auto profile = report::read_speed_profile(json);
+    if (!profile) return usage_error("--speed-profile '" + *speed_profile_path + "': " + profile.error());
+    if (!report::profiles_adapter_of(*profile, *read)) {
+      return usage_error("--speed-profile '" + *speed_profile_path + "' measured '" + profile->adapter +
+                         "', but the report certified '" + read->adapter.name + "'");
+    }
+    appendix = format == "html" ? report::speed_profile_html(*profile) : report::speed_profile_markdown(*profile);
+  }
+  const std::string content =
+      format == "html" ? report::render_html(*read, appendix) : report::render_markdown(*read, appendix);
   if (auto error = write_output(output.value_or("-"), content)) return usage_error("--output: " + *error);
   return kExitConformant;
 }

@@ -15,6 +15,12 @@
   check_plugins.py fails RUNNER PLUGIN OUT IDS
       A plugin that loads and then lies fails exactly the requirements IDS
       (comma-separated), with exit 1 (seed 20261201).
+  check_plugins.py profile RUNNER PLUGIN OUT
+      `profile --adapter PLUGIN` measures it beside the reference: a table on
+      stdout and, with --output, JSON giving every size's two figures and
+      their ratio and both two-thread scalings, all positive; an unknown
+      adapter or an unwritable --output exits 2 with one line, before
+      anything is measured, and writes nothing.
   check_plugins.py refusals RUNNER KNOWN_BAD_DIR MANIFEST OUT
       Every known-bad plugin in MANIFEST is refused before any test: exit 2,
       one line on stderr containing its `refused_with`, no report written.
@@ -236,6 +242,61 @@ def mechanisms(runner, plugin, schema_path, out):
     return problems
 
 
+def profile(runner, plugin, out):
+    out.mkdir(parents=True, exist_ok=True)
+    problems = []
+    written = out / "profile.json"
+    written.unlink(missing_ok=True)
+    result = run(runner, "profile", "--adapter", plugin, "--min-time", "0.01", "--output", str(written))
+    if result.returncode != 0 or not written.exists():
+        return [f"profile: exit {result.returncode}: {result.stderr.strip()[:500]}"]
+    if "adapter ÷ reference" not in result.stdout or "two threads ÷ one" not in result.stdout:
+        problems.append(f"profile: the table is missing from stdout: {result.stdout!r}")
+    data = json.loads(written.read_text())
+    if (data.get("kind") != "ortmem-cts speed profile" or not str(data.get("adapter")).startswith(plugin + "#")
+            or data.get("reference") != "host"):
+        problems.append(f"profile: the JSON does not name what it measured: {data}")
+    sizes = data.get("sizes", [])
+    if [entry.get("bytes") for entry in sizes] != [64, 4096, 65536, 1 << 20]:
+        problems.append(f"profile: sizes {sizes}")
+    for entry in sizes:
+        if not all(entry.get(key, 0) > 0 for key in ("adapter_ns", "reference_ns", "ratio")):
+            problems.append(f"profile: a figure is not positive: {entry}")
+        elif abs(entry["ratio"] - entry["adapter_ns"] / entry["reference_ns"]) > 1e-9 * entry["ratio"]:
+            problems.append(f"profile: the ratio is not adapter ÷ reference: {entry}")
+    scaling = data.get("two_thread_scaling", {})
+    if not (scaling.get("adapter", 0) > 0 and scaling.get("reference", 0) > 0):
+        problems.append(f"profile: two-thread scaling {scaling}")
+    untouched = out / "no-such-dir" / "profile.json"
+    for args, words in ((["--adapter", "no-such-adapter"], "no adapter named 'no-such-adapter'"),
+                        (["--adapter", plugin, "--output", str(untouched)], "--output")):
+        refusal = run(runner, "profile", *args, "--min-time", "0.01")
+        lines = [line for line in refusal.stderr.splitlines() if line.strip()]
+        if refusal.returncode != 2 or len(lines) != 1 or words not in lines[0] or refusal.stdout:
+            problems.append(f"profile {args}: exit {refusal.returncode}, stdout {refusal.stdout[:200]!r}, stderr {lines!r}")
+    if untouched.exists() or untouched.parent.exists():
+        problems.append("profile: a refused --output was written")
+    # Shown beside the same adapter's report, never beside another's.
+    report = out / "profiled.json"
+    report.unlink(missing_ok=True)
+    certified = run(runner, "run", "--adapter", plugin, "--quiet", "--report", str(report))
+    if certified.returncode != 0:
+        return problems + [f"profile: the certification to render it beside exited {certified.returncode}"]
+    for form, heading in (("md", "## Speed profile (informational)"), ("html", "<h2>Speed profile (informational)</h2>")):
+        rendered = run(runner, "report", "render", str(report), "--format", form, "--speed-profile", str(written))
+        if rendered.returncode != 0 or heading not in rendered.stdout or "adapter ÷ reference" not in rendered.stdout.replace("&divide;", "÷"):
+            problems.append(f"render --format {form} --speed-profile: exit {rendered.returncode}, no speed profile section")
+        if form == "html" and rendered.stdout.index(heading) > rendered.stdout.index("</body>"):
+            problems.append("render --format html --speed-profile: the section is outside the body")
+    other = json.loads(written.read_text())
+    other["adapter"] = "someone-else"
+    (out / "other-profile.json").write_text(json.dumps(other))
+    refused_render = run(runner, "report", "render", str(report), "--speed-profile", str(out / "other-profile.json"))
+    if refused_render.returncode != 2 or "measured 'someone-else'" not in refused_render.stderr or refused_render.stdout:
+        problems.append(f"render with another adapter's speed profile: exit {refused_render.returncode}, {refused_render.stderr!r}")
+    return problems
+
+
 def main():
     kind, runner, *rest = sys.argv[1:]
     if kind == "certify":
@@ -244,6 +305,8 @@ def main():
         problems = unavailable(runner, rest[0], pathlib.Path(rest[1]), rest[2])
     elif kind == "fails":
         problems = fails(runner, rest[0], pathlib.Path(rest[1]), rest[2])
+    elif kind == "profile":
+        problems = profile(runner, rest[0], pathlib.Path(rest[1]))
     elif kind == "mechanisms":
         problems = mechanisms(runner, rest[0], rest[1], pathlib.Path(rest[2]))
     else:

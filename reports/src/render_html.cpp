@@ -5,7 +5,7 @@
 
 namespace ortmem::report {
 
-std::string render_html(const Report& report) {
+std::string render_html(const Report& report, std::string_view appendix) {
   const auto e = [](std::string_view text) { return xml_escape(text); };
   const std::string verdict = to_string(report.judgement.verdict.overall);
   std::ostringstream out;
@@ -50,7 +50,7 @@ std::string render_html(const Report& report) {
     out << "<tr><th>" << e(key) << "</th><td>" << e(value) << "</td></tr>\n";
   };
   for (const auto& [key, value] : detail::run_facts(report)) row(key, value);
-  out << "</table>\n</body>\n</html>\n";
+  out << "</table>\n" << appendix << "</body>\n</html>\n";
   return out.str();
 }
 

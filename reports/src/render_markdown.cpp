@@ -15,7 +15,7 @@ std::string cell(std::string_view text) {
 
 }  // namespace
 
-std::string render_markdown(const Report& report) {
+std::string render_markdown(const Report& report, std::string_view appendix) {
   std::ostringstream out;
   out << "# ortmem-cts report: " << cell(report.adapter.name) << "\n\n";
   out << "**Verdict: " << to_string(report.judgement.verdict.overall) << "**";
@@ -44,6 +44,7 @@ std::string render_markdown(const Report& report) {
   out << "## Run\n\n| | |\n|---|---|\n";
   const auto row = [&](const std::string& key, const std::string& value) { out << "| " << key << " | " << cell(value) << " |\n"; };
   for (const auto& [key, value] : detail::run_facts(report)) row(key, value);
+  out << appendix;
   return out.str();
 }
 

@@ -30,8 +30,10 @@ namespace ortmem::report {
 
 [[nodiscard]] std::string to_junit_xml(const Report& report);
 [[nodiscard]] nlohmann::json to_ctrf(const Report& report);
-[[nodiscard]] std::string render_markdown(const Report& report);
-[[nodiscard]] std::string render_html(const Report& report);
+// `appendix`: a section of the renderer's own format to show after the report
+// (a speed profile, speed_profile.hpp), at the end of the document's body.
+[[nodiscard]] std::string render_markdown(const Report& report, std::string_view appendix = {});
+[[nodiscard]] std::string render_html(const Report& report, std::string_view appendix = {});
 
 // Text made safe for XML 1.0 character data and attributes: markup escaped,
 // characters XML cannot carry and bytes that are not UTF-8 replaced by U+FFFD.

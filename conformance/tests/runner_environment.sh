@@ -10,7 +10,7 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 fail() { echo "$*"; exit 1; }
 # What is tested is how the runner treats its environment, not how deep the
-# models look: a small model budget keeps nine host runs cheap under TSan.
+# models look: a small model budget keeps nine host runs cheap.
 # (The RC_PARAMS run below takes none: there RC_PARAMS must set the budget.)
 small=(--model-runs 5 --model-length 20)
 

@@ -59,7 +59,7 @@ bash scripts/install-deps.sh
 out=build/fuzz
 mkdir -p "$out"
 flags=(-std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-       -I. -Ireports/include -Ireference/include)
+       -Iadapters -Iadapters/plugin/include -Ireports/include -Ireference/include)
 # Compiles SOURCES into DIR, at most two at once; rebuilds only when a file
 # under the dependency paths changed since STAMP. Usage:
 #   build STAMP DIR "DEPENDENCY PATHS" SOURCES...

@@ -48,9 +48,9 @@
 #include <utility>
 #include <vector>
 
-#include "adapters/host/host_variant.hpp"
-#include "adapters/host/host_vmm_adapter.hpp"
-#include "adapters/host/host_vmm_variant.hpp"
+#include "host/host_variant.hpp"
+#include "host/host_vmm_adapter.hpp"
+#include "host/host_vmm_variant.hpp"
 #include "ortmem/capability.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/fault_plan.hpp"

@@ -1,7 +1,7 @@
 #include "simulated_vmm_adapter.hpp"
 
 #include "driver_write_probe.hpp"
-#include "adapters/host/host_adapter.hpp"
+#include "host/host_adapter.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/cuda/cuda_deferred_queue.hpp"
 #include "ortmem/cuda/cuda_virtual_allocator.hpp"

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "adapters/cuda/driver_fault_injection.hpp"
-#include "adapters/host/host_adapter.hpp"
+#include "cuda/driver_fault_injection.hpp"
+#include "host/host_adapter.hpp"
 #include "ortmem/cuda/testing/simulated_vmm_driver.hpp"
 
 namespace ortmem::adapters {

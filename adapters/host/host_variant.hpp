@@ -16,7 +16,7 @@
 #include <string>
 #include <utility>
 
-#include "adapters/host/host_adapter.hpp"
+#include "host/host_adapter.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 
 namespace ortmem::adapters {

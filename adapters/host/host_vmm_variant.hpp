@@ -10,8 +10,8 @@
 #include <memory>
 #include <span>
 
-#include "adapters/host/host_variant.hpp"
-#include "adapters/host/host_vmm_adapter.hpp"
+#include "host/host_variant.hpp"
+#include "host/host_vmm_adapter.hpp"
 #include "ortmem/cts/adapter.hpp"
 #include "ortmem/capability.hpp"
 #include "ortmem/host/host_virtual_allocator.hpp"

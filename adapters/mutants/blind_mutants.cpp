@@ -36,8 +36,8 @@
 #include <utility>
 #include <vector>
 
-#include "adapters/host/host_variant.hpp"
-#include "adapters/host/host_vmm_variant.hpp"
+#include "host/host_variant.hpp"
+#include "host/host_vmm_variant.hpp"
 #include "fifo_queue.hpp"
 #include "mutant_allocator.hpp"
 #include "ortmem/capability.hpp"

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "adapters/host/host_variant.hpp"
+#include "host/host_variant.hpp"
 #include "mutant_allocator.hpp"
 #include "ortmem/capability.hpp"
 #include "ortmem/cts/adapter_registry.hpp"

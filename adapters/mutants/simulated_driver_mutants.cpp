@@ -4,8 +4,8 @@
 #include <memory>
 #include <string>
 
-#include "adapters/cuda/simulated_vmm_adapter.hpp"
-#include "adapters/host/host_variant.hpp"
+#include "cuda/simulated_vmm_adapter.hpp"
+#include "host/host_variant.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 
 namespace ortmem::adapters::mutants {

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <set>
 
-#include "adapters/host/host_vmm_variant.hpp"
+#include "host/host_vmm_variant.hpp"
 #include "ortmem/capability.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/host/host_virtual_allocator.hpp"

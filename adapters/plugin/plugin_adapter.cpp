@@ -1,4 +1,4 @@
-#include "adapters/plugin/plugin_adapter.hpp"
+#include "plugin/plugin_adapter.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -7,8 +7,8 @@
 #include <set>
 #include <vector>
 
-#include "adapters/plugin/plugin_allocator.hpp"
-#include "adapters/plugin/plugin_queue.hpp"
+#include "plugin/plugin_allocator.hpp"
+#include "plugin/plugin_queue.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 
 namespace ortmem::adapters {

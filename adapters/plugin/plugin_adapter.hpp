@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "adapters/host/host_adapter.hpp"
-#include "adapters/plugin/plugin_controls.hpp"
-#include "adapters/plugin/plugin_module.hpp"
+#include "host/host_adapter.hpp"
+#include "plugin/plugin_controls.hpp"
+#include "plugin/plugin_module.hpp"
 #include "ortmem/expected.hpp"
 
 namespace ortmem::adapters {

@@ -1,10 +1,10 @@
-#include "adapters/plugin/plugin_allocator.hpp"
+#include "plugin/plugin_allocator.hpp"
 
 #include <cstring>
 #include <vector>
 
-#include "adapters/plugin/plugin_completion_desk.hpp"
-#include "adapters/plugin/plugin_status.hpp"
+#include "plugin/plugin_completion_desk.hpp"
+#include "plugin/plugin_status.hpp"
 
 namespace ortmem::plugin {
 namespace {

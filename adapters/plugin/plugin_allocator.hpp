@@ -41,8 +41,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "adapters/plugin/plugin_module.hpp"
-#include "adapters/plugin/plugin_status.hpp"
+#include "plugin/plugin_module.hpp"
+#include "plugin/plugin_status.hpp"
 #include "ortmem/allocator.hpp"
 #include "ortmem/capability.hpp"
 

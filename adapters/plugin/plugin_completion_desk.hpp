@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "adapters/plugin/plugin_allocator.hpp"
+#include "plugin/plugin_allocator.hpp"
 
 namespace ortmem::plugin {
 

@@ -1,10 +1,10 @@
-#include "adapters/plugin/plugin_controls.hpp"
+#include "plugin/plugin_controls.hpp"
 
 #include <array>
 #include <cstdio>
 #include <cstring>
 
-#include "adapters/plugin/plugin_module.hpp"
+#include "plugin/plugin_module.hpp"
 
 namespace ortmem::plugin {
 namespace {

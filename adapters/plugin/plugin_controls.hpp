@@ -1,5 +1,5 @@
 // adapters/plugin/plugin_controls.hpp: the ortmem-cts control extension of
-// one plugin mechanism, read and validated (adapters/plugin/ortmem_cts_controls.h
+// one plugin mechanism, read and validated (adapters/plugin/include/nxmem/ortmem_cts_controls.h
 // is the extension's contract for plugin authors; spec/controls.md its rules).
 //
 // The table is read once, when the plugin is loaded, into a zeroed local
@@ -13,8 +13,8 @@
 #include <optional>
 #include <string>
 
-#include "adapters/plugin/ortmem_cts_controls.h"
-#include "adapters/plugin/plugin_status.hpp"
+#include "nxmem/ortmem_cts_controls.h"
+#include "plugin/plugin_status.hpp"
 #include "ortmem/expected.hpp"
 
 namespace ortmem::plugin {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "adapters/plugin/plugin_completion_desk.hpp"
+#include "plugin/plugin_completion_desk.hpp"
 
 namespace ortmem::plugin {
 namespace {

@@ -1,4 +1,4 @@
-#include "adapters/plugin/plugin_module.hpp"
+#include "plugin/plugin_module.hpp"
 
 #include <dlfcn.h>
 
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <set>
 
-#include "adapters/plugin/plugin_status.hpp"
+#include "plugin/plugin_status.hpp"
 #include "ortmem/report/integrity.hpp"
 #include "ortmem/report/utf8.hpp"
 

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "adapters/plugin/nxmem_abi.h"
-#include "adapters/plugin/ortmem_cts_controls.h"
+#include "nxmem/nxmem_abi.h"
+#include "nxmem/ortmem_cts_controls.h"
 #include "ortmem/expected.hpp"
 
 namespace ortmem::plugin {

@@ -1,4 +1,4 @@
-#include "adapters/plugin/plugin_queue.hpp"
+#include "plugin/plugin_queue.hpp"
 
 #include <atomic>
 #include <chrono>

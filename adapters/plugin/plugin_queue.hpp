@@ -38,8 +38,8 @@
 #include <memory>
 #include <optional>
 
-#include "adapters/plugin/plugin_allocator.hpp"
-#include "adapters/plugin/plugin_controls.hpp"
+#include "plugin/plugin_allocator.hpp"
+#include "plugin/plugin_controls.hpp"
 #include "ortmem/cts/adapter.hpp"
 
 namespace ortmem::adapters {

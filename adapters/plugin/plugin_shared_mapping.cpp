@@ -2,7 +2,7 @@
 // Prefix: the plugin's handle plus a reference to the allocator, released
 // through release_shared_prefix exactly once, when the kit drops it. The
 // host never calls retain_shared_prefix: one kit object is one reference.
-#include "adapters/plugin/plugin_allocator.hpp"
+#include "plugin/plugin_allocator.hpp"
 
 namespace ortmem::plugin {
 

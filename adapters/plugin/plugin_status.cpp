@@ -1,4 +1,4 @@
-#include "adapters/plugin/plugin_status.hpp"
+#include "plugin/plugin_status.hpp"
 
 #include <array>
 #include <cstring>

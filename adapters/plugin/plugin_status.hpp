@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "adapters/plugin/nxmem_abi.h"
+#include "nxmem/nxmem_abi.h"
 
 namespace ortmem::plugin {
 

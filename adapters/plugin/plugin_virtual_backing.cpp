@@ -4,7 +4,7 @@
 // refused here, without calling the plugin.
 #include <vector>
 
-#include "adapters/plugin/plugin_allocator.hpp"
+#include "plugin/plugin_allocator.hpp"
 
 namespace ortmem::plugin {
 

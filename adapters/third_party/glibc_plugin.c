@@ -20,4 +20,4 @@ static void* glibc_alloc(size_t bytes, size_t align) {
 #define BACKEND_ALLOC(bytes, align) glibc_alloc((size_t)(bytes), (size_t)(align))
 #define BACKEND_FREE(ptr, bytes, align) free(ptr)
 
-#include "adapters/plugin/examples/eager_host_plugin.c"
+#include "plugin/examples/eager_host_plugin.c"

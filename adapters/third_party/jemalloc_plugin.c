@@ -20,4 +20,4 @@
 #define BACKEND_ALLOC(bytes, align) mallocx((size_t)(bytes), MALLOCX_ALIGN((size_t)(align)))
 #define BACKEND_FREE(ptr, bytes, align) sdallocx((ptr), (size_t)(bytes), MALLOCX_ALIGN((size_t)(align)))
 
-#include "adapters/plugin/examples/eager_host_plugin.c"
+#include "plugin/examples/eager_host_plugin.c"

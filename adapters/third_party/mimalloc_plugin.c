@@ -19,4 +19,4 @@
 #define BACKEND_ALLOC(bytes, align) mi_malloc_aligned((size_t)(bytes), (size_t)(align))
 #define BACKEND_FREE(ptr, bytes, align) mi_free_size_aligned((ptr), (size_t)(bytes), (size_t)(align))
 
-#include "adapters/plugin/examples/eager_host_plugin.c"
+#include "plugin/examples/eager_host_plugin.c"

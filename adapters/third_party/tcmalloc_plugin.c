@@ -19,4 +19,4 @@
 #define BACKEND_ALLOC(bytes, align) tc_memalign((size_t)(align), (size_t)(bytes))
 #define BACKEND_FREE(ptr, bytes, align) tc_free(ptr)
 
-#include "adapters/plugin/examples/eager_host_plugin.c"
+#include "plugin/examples/eager_host_plugin.c"

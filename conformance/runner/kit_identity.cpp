@@ -1,6 +1,6 @@
 #include "kit_identity.hpp"
 
-#include "ortmem/cts/spec_catalog.hpp"
+#include "spec_catalog.hpp"
 
 #ifndef ORTMEM_KIT_VERSION
 #define ORTMEM_KIT_VERSION "unknown"

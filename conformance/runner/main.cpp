@@ -35,10 +35,10 @@
 #include <sstream>
 #include <thread>
 
-#include "adapters/plugin/plugin_adapter.hpp"
-#include "adapters/plugin/plugin_allocator.hpp"
+#include "plugin/plugin_adapter.hpp"
+#include "plugin/plugin_allocator.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
-#include "ortmem/cts/spec_catalog.hpp"
+#include "spec_catalog.hpp"
 #include "inherited_settings.hpp"
 #include "isolated_run.hpp"
 #include "kit_identity.hpp"
@@ -239,7 +239,7 @@ int list_tests(const std::string& adapter, const std::string& format, char* prog
 
 int main(int argc, char** argv) {
   using namespace ortmem::cts;
-  register_builtin_adapters();
+  register_runner_adapters();
 
   CLI::App app{"ortmem-cts: conformance test kit for the ortmem memory contracts"};
   app.require_subcommand(1);

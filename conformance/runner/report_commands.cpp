@@ -8,7 +8,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "ortmem/cts/spec_catalog.hpp"
+#include "spec_catalog.hpp"
 #include "ortmem/report/expectations.hpp"
 #include "ortmem/report/formats.hpp"
 #include "ortmem/report/integrity.hpp"

@@ -4,8 +4,8 @@
 #include <iostream>
 #include <sstream>
 
-#include "ortmem/cts/static_coverage.hpp"
-#include "ortmem/cts/suite.hpp"
+#include "static_coverage.hpp"
+#include "support/suite.hpp"
 
 namespace ortmem::cts {
 

@@ -20,7 +20,7 @@
 #include "isolated_run.hpp"
 #include "kit_identity.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
-#include "ortmem/cts/spec_catalog.hpp"
+#include "spec_catalog.hpp"
 #include "ortmem/report/expectations.hpp"
 #include "ortmem/report/formats.hpp"
 #include "ortmem/report/integrity.hpp"

@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "adapters/plugin/plugin_adapter.hpp"
-#include "adapters/plugin/plugin_status.hpp"
-#include "ortmem/cts/suite.hpp"
+#include "plugin/plugin_adapter.hpp"
+#include "plugin/plugin_status.hpp"
+#include "support/suite.hpp"
 #include "ortmem/report/utf8.hpp"
 
 namespace ortmem::cts {

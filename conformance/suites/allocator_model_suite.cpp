@@ -9,8 +9,8 @@
 // the address space); a failure shrinks to a minimal sequence, and the
 // report gives the seed and the command that replays it.
 // GoogleTest first: rapidcheck/gtest.h uses its macros.
-#include "ortmem/cts/model_check.hpp"
-#include "ortmem/cts/suite.hpp"
+#include "support/model_check.hpp"
+#include "support/suite.hpp"
 
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "ortmem/cts/suite.hpp"
+#include "support/suite.hpp"
 
 namespace ortmem::cts {
 namespace {

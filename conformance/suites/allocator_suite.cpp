@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "ortmem/cts/suite.hpp"
+#include "support/suite.hpp"
 
 namespace ortmem::cts {
 namespace {

@@ -2,8 +2,8 @@
 // the reference registry.
 #include <thread>
 
-#include "ortmem/cts/registry_harness.hpp"
-#include "ortmem/cts/suite.hpp"
+#include "support/registry_harness.hpp"
+#include "support/suite.hpp"
 
 namespace ortmem::cts {
 namespace {

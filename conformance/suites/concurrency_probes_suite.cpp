@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "ortmem/cts/registry_harness.hpp"
-#include "ortmem/cts/suite.hpp"
+#include "support/registry_harness.hpp"
+#include "support/suite.hpp"
 #include "ortmem/identity.hpp"
 
 namespace ortmem::cts {

@@ -32,10 +32,10 @@
 //   - capacity() is trusted over the capacity asked for; an unbounded queue
 //     never refuses as full.
 // GoogleTest first: rapidcheck/gtest.h uses its macros.
-#include "ortmem/cts/registry_harness.hpp"
-#include "ortmem/cts/model_check.hpp"
-#include "ortmem/cts/suite.hpp"
-#include "ortmem/cts/watchdog.hpp"
+#include "support/registry_harness.hpp"
+#include "support/model_check.hpp"
+#include "support/suite.hpp"
+#include "support/watchdog.hpp"
 
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>

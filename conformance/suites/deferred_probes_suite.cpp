@@ -8,8 +8,8 @@
 #include <chrono>
 #include <vector>
 
-#include "ortmem/cts/registry_harness.hpp"
-#include "ortmem/cts/suite.hpp"
+#include "support/registry_harness.hpp"
+#include "support/suite.hpp"
 
 namespace ortmem::cts {
 namespace {

@@ -22,9 +22,9 @@
 // finish on a later call rather than the first once no pin is left, and may
 // or may not retire the context when it cannot finish.
 // GoogleTest first: rapidcheck/gtest.h uses its macros.
-#include "ortmem/cts/model_check.hpp"
-#include "ortmem/cts/suite.hpp"
-#include "ortmem/cts/watchdog.hpp"
+#include "support/model_check.hpp"
+#include "support/suite.hpp"
+#include "support/watchdog.hpp"
 
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>

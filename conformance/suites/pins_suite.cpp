@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "ortmem/cts/suite.hpp"
+#include "support/suite.hpp"
 #include "ortmem/identity.hpp"
 
 namespace ortmem::cts {

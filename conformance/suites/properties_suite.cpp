@@ -5,9 +5,9 @@
 // failure prints RapidCheck's shrunk counterexample and the report carries
 // the command that reproduces it.
 // GoogleTest first: rapidcheck/gtest.h uses its macros.
-#include "ortmem/cts/registry_harness.hpp"
-#include "ortmem/cts/model_check.hpp"
-#include "ortmem/cts/suite.hpp"
+#include "support/registry_harness.hpp"
+#include "support/model_check.hpp"
+#include "support/suite.hpp"
 
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>

@@ -5,8 +5,8 @@
 #include <functional>
 #include <memory>
 
-#include "ortmem/cts/registry_harness.hpp"
-#include "ortmem/cts/suite.hpp"
+#include "support/registry_harness.hpp"
+#include "support/suite.hpp"
 
 namespace ortmem::cts {
 namespace {

@@ -22,9 +22,9 @@
 // committed by allocate(), so every placement is refused (SM-005) and the
 // sequence checks refusals, prefixes and their lifetime only.
 // GoogleTest first: rapidcheck/gtest.h uses its macros.
-#include "ortmem/cts/byte_runs.hpp"
-#include "ortmem/cts/model_check.hpp"
-#include "ortmem/cts/suite.hpp"
+#include "support/byte_runs.hpp"
+#include "support/model_check.hpp"
+#include "support/suite.hpp"
 
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "ortmem/capability.hpp"
-#include "ortmem/cts/suite.hpp"
+#include "support/suite.hpp"
 
 namespace ortmem::cts {
 namespace {

@@ -22,9 +22,9 @@
 // judges what comes back by the facts each outcome states (VB-008,
 // ALLOC-017..020, VB-009).
 // GoogleTest first: rapidcheck/gtest.h uses its macros.
-#include "ortmem/cts/byte_runs.hpp"
-#include "ortmem/cts/model_check.hpp"
-#include "ortmem/cts/suite.hpp"
+#include "support/byte_runs.hpp"
+#include "support/model_check.hpp"
+#include "support/suite.hpp"
 
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>

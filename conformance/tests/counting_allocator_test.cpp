@@ -3,7 +3,7 @@
 // pin that decision down, above all for the case that decides REL-014: two
 // releases of one allocation racing, where the allocator rightly refuses
 // whichever reaches it second.
-#include "ortmem/cts/counting_allocator.hpp"
+#include "support/counting_allocator.hpp"
 
 #include <gtest/gtest.h>
 

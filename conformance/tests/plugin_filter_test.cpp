@@ -12,8 +12,8 @@
 #include <cstring>
 #include <vector>
 
-#include "adapters/plugin/plugin_allocator.hpp"
-#include "adapters/plugin/plugin_module.hpp"
+#include "plugin/plugin_allocator.hpp"
+#include "plugin/plugin_module.hpp"
 
 namespace ortmem::plugin {
 namespace {

@@ -1,6 +1,6 @@
 // A status is 264 bytes a plugin filled: the reader must stay inside them
 // and keep only well-formed text, whatever message_len and the bytes claim.
-#include "adapters/plugin/plugin_status.hpp"
+#include "plugin/plugin_status.hpp"
 
 #include <gtest/gtest.h>
 

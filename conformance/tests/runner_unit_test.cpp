@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <set>
 
-#include "../runner/inherited_settings.hpp"
-#include "../runner/result_collector.hpp"
-#include "../runner/test_selection.hpp"
+#include "inherited_settings.hpp"
+#include "result_collector.hpp"
+#include "test_selection.hpp"
 
 namespace ortmem::cts {
 namespace {

@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "adapters/plugin/examples/example_support.h"
-#include "adapters/plugin/nxmem_abi.h"
+#include "example_support.h"
+#include "nxmem/nxmem_abi.h"
 
 #ifndef EAGER_BACKEND
 #define NAME "eager-host"

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "adapters/plugin/nxmem_abi.h"
+#include "nxmem/nxmem_abi.h"
 
 /* A status with `message` cut at the ABI's 255 bytes, NUL-terminated. */
 static inline NxmemStatus example_status(uint32_t code, const char* message) {

@@ -36,7 +36,7 @@
  * completion.
  *
  * It also exports the ortmem-cts control extension
- * (adapters/plugin/ortmem_cts_controls.h), so the kit can certify the parts
+ * (adapters/plugin/include/nxmem/ortmem_cts_controls.h), so the kit can certify the parts
  * of the contract the ABI gives a host no way to drive. A plugin over the
  * system's memory has no device work of its own, no way to lose its device
  * and no system call that fails on cue, so the controls stand in for them
@@ -63,9 +63,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "adapters/plugin/examples/example_support.h"
-#include "adapters/plugin/nxmem_abi.h"
-#include "adapters/plugin/ortmem_cts_controls.h"
+#include "example_support.h"
+#include "nxmem/nxmem_abi.h"
+#include "nxmem/ortmem_cts_controls.h"
 
 #define MECHANISM_ID 0x766d2d686f7374ull /* "vm-host" */
 #define NAME "vm-host"

@@ -48,10 +48,10 @@
 #include <string>
 #include <vector>
 
-#include "adapters/plugin/nxmem_abi.h"
-#include "adapters/plugin/plugin_allocator.hpp"
-#include "adapters/plugin/plugin_controls.hpp"
-#include "adapters/plugin/plugin_module.hpp"
+#include "nxmem/nxmem_abi.h"
+#include "plugin/plugin_allocator.hpp"
+#include "plugin/plugin_controls.hpp"
+#include "plugin/plugin_module.hpp"
 
 namespace {
 

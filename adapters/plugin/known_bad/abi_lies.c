@@ -25,9 +25,9 @@
  * control stay out of scope, as for any plugin without the extension. */
 #define OrtmemCtsPluginControls abi_lies_unexported_controls
 #if BASE_VM
-#include "adapters/plugin/examples/vm_host_plugin.c"
+#include "plugin/examples/vm_host_plugin.c"
 #else
-#include "adapters/plugin/examples/eager_host_plugin.c"
+#include "plugin/examples/eager_host_plugin.c"
 #endif
 #undef NxmemNegotiate
 #undef NxmemCreateAllocatorFactories

@@ -10,7 +10,7 @@
 #define NxmemNegotiate honest_negotiate
 #define NxmemCreateAllocatorFactories honest_create_factories
 #define NxmemQueryUnloadReadiness honest_query_unload
-#include "adapters/plugin/examples/eager_host_plugin.c"
+#include "plugin/examples/eager_host_plugin.c"
 #undef NxmemNegotiate
 #undef NxmemCreateAllocatorFactories
 #undef NxmemQueryUnloadReadiness
@@ -117,7 +117,7 @@ NxmemStatus NxmemQueryUnloadReadiness(NxmemUnloadReport* report) { return honest
 #endif
 
 #if LIE >= LIE_CONTROLS_ENTRY_FAILS
-#include "adapters/plugin/ortmem_cts_controls.h"
+#include "nxmem/ortmem_cts_controls.h"
 
 static NxmemStatus no_op(void* ctx) {
   (void)ctx;

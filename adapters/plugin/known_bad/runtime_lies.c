@@ -19,9 +19,9 @@
 #define NxmemCreateAllocatorFactories honest_create_factories
 #define OrtmemCtsPluginControls honest_controls
 #if BASE_VM
-#include "adapters/plugin/examples/vm_host_plugin.c"
+#include "plugin/examples/vm_host_plugin.c"
 #else
-#include "adapters/plugin/examples/eager_host_plugin.c"
+#include "plugin/examples/eager_host_plugin.c"
 #endif
 #undef NxmemCreateAllocatorFactories
 #undef OrtmemCtsPluginControls

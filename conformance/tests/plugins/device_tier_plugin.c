@@ -25,9 +25,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "adapters/plugin/examples/example_support.h"
-#include "adapters/plugin/nxmem_abi.h"
-#include "adapters/plugin/ortmem_cts_controls.h"
+#include "plugin/examples/example_support.h"
+#include "nxmem/nxmem_abi.h"
+#include "nxmem/ortmem_cts_controls.h"
 
 #define NAME "simulated-device"
 #define MECHANISM_ID 0x73696d646576ull /* "simdev" */

@@ -4,7 +4,7 @@
  * they are ("eager twin/2"), so `run --report DIR/` is shown to write one
  * report per mechanism under a safe name. */
 #define NxmemCreateAllocatorFactories eager_create_factories
-#include "adapters/plugin/examples/eager_host_plugin.c"
+#include "plugin/examples/eager_host_plugin.c"
 #undef NxmemCreateAllocatorFactories
 
 static NxmemAllocatorFactoryVtable twin;

@@ -1,4 +1,4 @@
-// ortmem/cts/spec_catalog.hpp: the requirements this kit certifies against.
+// conformance/runner/spec_catalog.hpp: the requirements this kit certifies against.
 //
 // spec/requirements.json is compiled into the runner, so a report always
 // states the spec it was judged by and the runner never depends on finding

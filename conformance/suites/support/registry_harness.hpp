@@ -1,4 +1,4 @@
-// ortmem/cts/registry_harness.hpp: the reference registry driving an adapter.
+// conformance/suites/support/registry_harness.hpp: the reference registry driving an adapter.
 //
 // Registry-side requirements (BIND, OWN, REL, DQ, LOCK, TEAR) are kept by the
 // reference registry, but they are only worth certifying with the adapter's
@@ -14,8 +14,8 @@
 #include <string>
 
 #include "ortmem/cts/adapter.hpp"
-#include "ortmem/cts/counting_allocator.hpp"
-#include "ortmem/cts/suite.hpp"
+#include "support/counting_allocator.hpp"
+#include "support/suite.hpp"
 #include "ortmem/ortmem.hpp"
 
 namespace ortmem::cts {

@@ -1,4 +1,4 @@
-#include "ortmem/cts/spec_catalog.hpp"
+#include "spec_catalog.hpp"
 
 #include <nlohmann/json.hpp>
 

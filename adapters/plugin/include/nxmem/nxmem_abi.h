@@ -1,4 +1,4 @@
-/* adapters/plugin/nxmem_abi.h: the nxmem memory-plugin C ABI, major 1, minor 1.
+/* nxmem/nxmem_abi.h: the nxmem memory-plugin C ABI, major 1, minor 1.
  *
  * The runtime loads allocator plugins through this boundary. These are the
  * kit's own declarations, written from the ABI's facts (layouts, codes and

@@ -1,4 +1,4 @@
-// ortmem/cts/static_coverage.hpp: the requirement ids each suite test names,
+// conformance/runner/static_coverage.hpp: the requirement ids each suite test names,
 // read from the suites' source at build time.
 //
 // A test normally records its ids when it calls covers(); one that fails

@@ -1,4 +1,4 @@
-// ortmem/cts/counting_allocator.hpp: a decorator that counts what the
+// conformance/suites/support/counting_allocator.hpp: a decorator that counts what the
 // registry asks of an adapter's allocator.
 //
 // Not a test double: every call goes to the real allocator under test, and

@@ -1,4 +1,4 @@
-/* adapters/plugin/ortmem_cts_controls.h: the ortmem-cts control extension,
+/* nxmem/ortmem_cts_controls.h: the ortmem-cts control extension,
  * version 1, an optional export of an nxmem plugin.
  *
  * The nxmem ABI gives a host no way to drive what a conformance check must
@@ -54,7 +54,7 @@
 
 #include <stdint.h>
 
-#include "adapters/plugin/nxmem_abi.h"
+#include "nxmem/nxmem_abi.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,4 +1,4 @@
-// ortmem/cts/byte_runs.hpp: what a model-based suite knows of the contents
+// conformance/suites/support/byte_runs.hpp: what a model-based suite knows of the contents
 // of a range of bytes.
 #pragma once
 

@@ -1,4 +1,4 @@
-// ortmem/cts/model_check.hpp: runs a model-based (RapidCheck) property as a
+// conformance/suites/support/model_check.hpp: runs a model-based (RapidCheck) property as a
 // GoogleTest check, with its failure charged to the check that saw it.
 #pragma once
 
@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-#include "ortmem/cts/suite.hpp"
+#include "support/suite.hpp"
 
 namespace ortmem::cts {
 

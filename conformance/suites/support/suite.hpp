@@ -1,4 +1,4 @@
-// ortmem/cts/suite.hpp: what every conformance test stands on.
+// conformance/suites/support/suite.hpp: what every conformance test stands on.
 //
 // Suites are GoogleTest value-parameterized tests over the adapters selected
 // for the run (the parameter is the adapter's name). Each test:
@@ -26,7 +26,7 @@
 
 #include "ortmem/cts/adapter.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
-#include "ortmem/cts/counting_allocator.hpp"
+#include "support/counting_allocator.hpp"
 #include "ortmem/identity.hpp"
 
 namespace ortmem::cts {

@@ -1,4 +1,4 @@
-// ortmem/cts/watchdog.hpp: a call a model-based test must see return, with
+// conformance/suites/support/watchdog.hpp: a call a model-based test must see return, with
 // a rescue for one that does not.
 #pragma once
 

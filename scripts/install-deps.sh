@@ -12,6 +12,7 @@ packages=(
   nlohmann-json3-dev libexpected-dev libcli11-dev libbenchmark-dev
   python3 python3-jsonschema libsodium-dev pkg-config libxml2-utils chromium libclang-rt-14-dev
   libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev
+  python3-clang-14 clang-format-14  # scripts/mutate: mutants generated on clang's AST, the reformat check
   dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps finds the runtime package's Depends
 )
 

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Proves the kit can fail: certifies every known-bad adapter, every source
+# Proves the kit can fail, two ways.
+#
+# The curated mutants: certifies every known-bad adapter, every curated source
 # mutant of the reference and every lying nxmem plugin, checks that every
 # known-bad plugin is refused at load, and writes the kill matrix (which
 # mutants make each requirement fail, and which ABI rule each refused plugin
@@ -14,7 +16,20 @@
 # Exits 1 when a mutant or lie survives or fails more than its manifest says,
 # a known-bad plugin loads, or a MUST requirement of an enforced profile is
 # neither killed nor justified in spec/requirements.json.
+#
+# The generated mutants (scripts/mutate/campaign.py, on clang's AST):
+#
+#   bash scripts/mutation-test.sh --full [--file GLOB] [--operator OP]
+#       the campaign: every mutant without a current result, resumable;
+#       results and summary in reports/mutation/
+#   bash scripts/mutation-test.sh --sample-seconds S [--seed N]
+#       CI's sample: exits 1 when its score is under reports/mutation/floor.json
+#       or a mutant the committed campaign killed survives
+# Both need the default build's compile_commands.json (bash scripts/test.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/install-deps.sh
-exec /usr/bin/python3 scripts/mutation_test.py "$@"
+case "${1:-}" in
+  --full|--sample-seconds|--report|--list) exec /usr/bin/python3 scripts/mutate/campaign.py "$@" ;;
+  *) exec /usr/bin/python3 scripts/mutation_test.py "$@" ;;
+esac

@@ -2,7 +2,9 @@
 """The driver behind scripts/mutation-test.sh (see there for usage).
 
 Source mutants (adapters/mutants/source_mutants.json) are applied one at a time
-to a scratch copy of the tree, which is built incrementally; each build must
+to a scratch copy of the tree (scripts/mutate/scratch.py), which is built
+incrementally; each edit is found by its tokens (scripts/mutate/tokens.py), so
+a reformat of the file does not break it. Each build must
 compile, and certifying its adapter (host unless it names another) must exit 1 with at least the
 mutant's must_fail requirements failing. Adapter mutants
 (adapters/mutants/manifest.json) are certified with ortmem-cts-mutants from the
@@ -25,13 +27,15 @@ listed under `plugin_refusals` with the ABI rule it was refused for.
 import argparse
 import hashlib
 import json
-import os
 import pathlib
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from mutate import tokens  # noqa: E402  (scripts/mutate/, beside this file)
+from mutate.scratch import make, make_tree, tracked_files  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # Profiles whose MUST requirements must all be killed or justified.
@@ -51,18 +55,6 @@ STARTED = time.monotonic()
 def log(message):
     # Stamped with the seconds since start, so a slow step shows in CI's log.
     print(f"[{time.monotonic() - STARTED:4.0f} s] {message}", flush=True)
-
-
-def tracked_files():
-    listing = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
-                             capture_output=True, text=True).stdout.split("\n")
-    return [path for path in listing if path and (ROOT / path).is_file()]
-
-
-def build(scratch, build_dir, targets):
-    result = subprocess.run(["cmake", "--build", str(build_dir), "--target", *targets], cwd=scratch,
-                            capture_output=True, text=True)
-    return result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
 def certify(runner, adapter, report):
@@ -177,24 +169,9 @@ def main():
     killed_by = {r["id"]: [] for r in spec["requirements"]}
     tested_by = {r["id"]: [] for r in spec["requirements"]}
     with tempfile.TemporaryDirectory(prefix="ortmem-mutation-") as scratch_name:
-        scratch = pathlib.Path(scratch_name) / "src"
-        for path in tracked_files():
-            (scratch / path).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / path, scratch / path)
-        build_dir = pathlib.Path(scratch_name) / "build"
+        scratch, build_dir = make_tree(pathlib.Path(scratch_name), tracked_files())
         reports = pathlib.Path(scratch_name) / "reports"
         reports.mkdir()
-        # -O0 without debug information: a mutant is judged by behaviour, and
-        # this build is remade once per source mutant. Through ccache, with a
-        # cache of this run's own, so restoring a mutated source file is a hit
-        # on what the unmutated build stored. (Not for a header the suites'
-        # precompiled header includes: restoring one still costs about 40 s.)
-        os.environ["CCACHE_DIR"] = str(pathlib.Path(scratch_name) / "ccache")
-        launcher = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"] if shutil.which("ccache") else []
-        subprocess.run(["cmake", "-S", str(scratch), "-B", str(build_dir), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=",
-                        "-DCMAKE_CXX_FLAGS=-O0", "-DORTMEM_BUILD_BENCH=OFF", "-DORTMEM_BUILD_TESTS=OFF",
-                        "-DORTMEM_WITH_CUDA=OFF", *launcher],
-                       check=True, capture_output=True)
         previous = pathlib.Path(args.adapter_reports) if args.adapter_reports else None
         to_run = [m for m in adapter_mutants
                   if not (previous and (previous / (m["name"].replace(":", "_") + ".json")).exists())]
@@ -206,7 +183,7 @@ def main():
         # Known-bad plugins are small C modules: those refused at load are
         # always built, the lies only when no current report of theirs exists.
         plugin_targets = [f"{m['prefix']}_{m['name'].replace('-', '_')}" for m in plugin_refusals + lies_to_run]
-        ok, output = build(scratch, build_dir, ["ortmem-cts"] + (["ortmem-cts-mutants"] if needs_test_runner else []) +
+        ok, output = make(build_dir, ["ortmem-cts"] + (["ortmem-cts-mutants"] if needs_test_runner else []) +
                            plugin_targets)
         if not ok:
             log(output)
@@ -273,15 +250,18 @@ def main():
                 for edit in mutant["edits"]:
                     target = scratch / edit["file"]
                     text = originals.setdefault(target, target.read_text()) if target not in originals else target.read_text()
-                    if text.count(edit["find"]) != 1:
-                        problems.append(f"source mutant {mutant['name']}: its edit of {edit['file']} no longer "
-                                        f"matches exactly once ({text.count(edit['find'])} matches); update the mutant")
+                    # Found by its tokens, so a reformat of the file cannot break it.
+                    spans = tokens.locate(text, edit["find"])
+                    if len(spans) != 1:
+                        problems.append(f"source mutant {mutant['name']}: the tokens of its edit of {edit['file']} no "
+                                        f"longer occur exactly once ({len(spans)} matches); update the mutant")
                         raise LookupError
-                    target.write_text(text.replace(edit["find"], edit["replace"]))
+                    (start, end), = spans
+                    target.write_text(text[:start] + edit["replace"] + text[end:])
                 adapter = mutant.get("adapter", "host")
                 mutant_runner = runner if adapter in ("host", "host-vmm") else mutants_runner
                 began = time.monotonic()
-                ok, output = build(scratch, build_dir, [mutant_runner.name])
+                ok, output = make(build_dir, [mutant_runner.name])
                 built = time.monotonic()
                 if not ok:
                     problems.append(f"source mutant {mutant['name']} does not compile:\n{output[-1500:]}")

@@ -28,6 +28,9 @@
 #include "ortmem/cts/adapter_registry.hpp"
 #include "support/counting_allocator.hpp"
 #include "ortmem/identity.hpp"
+// Every suite checks the contract as a whole, through the umbrella header
+// (also what the suites' precompiled header holds, so a build without one compiles too).
+#include "ortmem/ortmem.hpp"
 
 namespace ortmem::cts {
 

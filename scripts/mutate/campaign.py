@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+"""The generated-mutant campaign: every mutant of the in-scope reference
+sources (scope.json), built into a scratch copy of the kit and certified by
+each adapter that links its file until one fails.
+
+  campaign.py --full [--file GLOB] [--operator OP]   run what has no current result; resumable
+  campaign.py --sample-seconds S [--seed N]          CI: a seeded sample for S seconds, judged
+                                                     against the committed floor and results
+  campaign.py --report                               rewrite the summary from the results alone
+
+A mutant is killed when a certification exits non-zero (its report shows
+which requirements failed), timed out when a certification passes its time
+limit (a hang the kit did not report: counted apart, and as detected), a
+build failure when it does not compile (never a kill), survived when every
+adapter certifies it conformant. Results are kept per mutant in
+reports/mutation/results.jsonl, appended as each mutant ends (so an
+interrupted campaign resumes where it stopped), under a key of the mutated
+file's text and of the checks' sources: a result goes stale when either
+changes, and only stale mutants run again. Equivalent mutants are listed,
+each with its reason, in reports/mutation/equivalents.json.
+
+score = (killed + timed out) / (generated - build failures - equivalents)
+"""
+import argparse
+import concurrent.futures
+import fnmatch
+import hashlib
+import json
+import pathlib
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE.parent))
+from mutate import generate, scratch  # noqa: E402
+
+RESULTS = ROOT / "reports" / "mutation"
+SCOPE = json.loads((HERE / "scope.json").read_text())
+# What judges a mutant: if any of these change, every result is stale.
+CHECKS = ["conformance", "adapters/host", "adapters/cuda", "spec/requirements.json", "reports/src"]
+RUN_FLAGS = ["--jobs", "1", "--timeout", "5", "--seed", "20261201", "--quiet"]
+CERTIFY_LIMIT_S = 300
+STARTED = time.monotonic()
+PRINT = threading.Lock()
+
+
+def log(message):
+    with PRINT:
+        print(f"[{time.monotonic() - STARTED:5.0f} s] {message}", flush=True)
+
+
+def checks_hash(files):
+    digest = hashlib.sha256()
+    for path in sorted(p for p in files if any(p == c or p.startswith(c + "/") for c in CHECKS)):
+        digest.update(path.encode() + b"\0" + (ROOT / path).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def in_scope(files):
+    """[(path, adapters)] of the tracked files scope.json names."""
+    chosen = []
+    for path in sorted(files):
+        for entry in SCOPE["files"]:
+            if fnmatch.fnmatch(path, entry["glob"]):
+                chosen.append((path, entry["adapters"]))
+                break
+    return chosen
+
+
+def all_mutants(compile_commands, files, save):
+    """Every in-scope file's mutants. Parsing all of them costs libclang half
+    a minute, so each file's list is kept in reports/mutation/mutants.json
+    under its text's hash and generated again only when the file changed
+    (`save` writes the list back)."""
+    cache_file = RESULTS / "mutants.json"
+    cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
+    fresh, mutants = {}, []
+    for path, adapters in in_scope(files):
+        digest = hashlib.sha256((ROOT / path).read_bytes()).hexdigest()[:16]
+        entry = cache.get(path)
+        if entry is None or entry["hash"] != digest:
+            entry = {"hash": digest, "mutants": generate.mutants_of(ROOT / path, ROOT, compile_commands)}
+        fresh[path] = entry
+        for mutant in entry["mutants"]:
+            mutants.append(dict(mutant, adapters=adapters))
+    if save and fresh != cache:
+        cache_file.write_text(json.dumps(fresh, indent=1) + "\n")
+    return mutants
+
+
+def result_key(mutant, checks):
+    text = (ROOT / mutant["file"]).read_bytes()
+    return hashlib.sha256(text).hexdigest()[:16] + "-" + checks
+
+
+def load_results(path):
+    """The last result of each mutant id in the JSON-lines file at `path`."""
+    results = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                entry = json.loads(line)
+                results[entry["id"]] = entry
+    return results
+
+
+class Worker:
+    """A scratch copy of the tree with its own build (scratch.py), sharing
+    the ccache: the second worker's first build is all hits."""
+
+    def __init__(self, base, files):
+        self.tree, self.build = scratch.make_tree(base, files)
+        self.reports = base / "reports"
+        self.reports.mkdir(parents=True, exist_ok=True)
+
+    def make(self, targets, jobs=1):
+        # One core each while the workers run side by side.
+        return scratch.make(self.build, targets, jobs=jobs)
+
+    def certify(self, adapter):
+        """(exit code or None on timeout, failing requirement ids)."""
+        report = self.reports / "mutant.json"
+        report.unlink(missing_ok=True)
+        runner = self.build / SCOPE["runner_of"][adapter]
+        try:
+            run = subprocess.run([str(runner), "run", "--adapter", adapter, *RUN_FLAGS, "--report", str(report)],
+                                 capture_output=True, text=True, timeout=CERTIFY_LIMIT_S)
+        except subprocess.TimeoutExpired:
+            return None, []
+        failing = []
+        if report.exists():
+            failing = [r["id"] for r in json.loads(report.read_text())["requirements"] if r["status"] == "fail"]
+        return run.returncode, failing
+
+    def run(self, mutant):
+        began = time.monotonic()
+        target = self.tree / mutant["file"]
+        original = target.read_text()
+        outcome = {"status": "survived", "adapters": []}
+        try:
+            if original[mutant["start"]:mutant["end"]] != mutant["original"]:
+                raise RuntimeError(f"{mutant['file']} changed since its mutants were generated")
+            target.write_text(generate.apply(original, mutant))
+            runners = sorted({SCOPE["runner_of"][a] for a in mutant["adapters"]})
+            ok, output = self.make(runners)
+            if not ok:
+                outcome = {"status": "build-failure", "adapters": [], "build_output": output[-600:]}
+            else:
+                for adapter in mutant["adapters"]:
+                    code, failing = self.certify(adapter)
+                    outcome["adapters"].append({"adapter": adapter, "exit": code, "failing": failing})
+                    if code is None:
+                        outcome["status"] = "timeout"
+                        break
+                    if code != 0:
+                        outcome["status"] = "killed"
+                        break
+        finally:
+            target.write_text(original)
+        outcome["seconds"] = round(time.monotonic() - began, 1)
+        return outcome
+
+
+def summarize(mutants, results, equivalents, key_of):
+    """Per file and per operator: generated, killed, timeout, survived,
+    build failures, equivalents, not run (no current result), score."""
+    def empty():
+        return {"generated": 0, "killed": 0, "timeout": 0, "survived": 0, "build-failure": 0, "equivalent": 0,
+                "not-run": 0}
+    by_file, by_operator, total, survivors = {}, {}, empty(), []
+    for mutant in mutants:
+        result = results.get(mutant["id"])
+        if mutant["id"] in equivalents:
+            status = "equivalent"
+        elif result is None or result.get("key") != key_of(mutant):
+            status = "not-run"
+        else:
+            status = result["status"]
+        for table in (by_file.setdefault(mutant["file"], empty()), by_operator.setdefault(mutant["operator"], empty()),
+                      total):
+            table["generated"] += 1
+            table[status] += 1
+        if status == "survived":
+            survivors.append({key: mutant[key] for key in ("id", "file", "line", "operator", "original", "replacement")}
+                             | {"adapters": [a["adapter"] for a in result["adapters"]]})
+    for table in [*by_file.values(), *by_operator.values(), total]:
+        judged = table["generated"] - table["build-failure"] - table["equivalent"] - table["not-run"]
+        table["score"] = round((table["killed"] + table["timeout"]) / judged, 4) if judged else None
+    return {"total": total, "by_file": by_file, "by_operator": by_operator, "survivors": survivors}
+
+
+def write_summary(summary, directory):
+    (directory / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    columns = ["generated", "killed", "timeout", "survived", "build-failure", "equivalent", "not-run", "score"]
+    lines = ["# Generated mutants of the reference mechanisms", "",
+             "Written by `scripts/mutate/campaign.py` from `results.jsonl`; score = (killed + timeout) / "
+             "(generated - build failures - equivalents), over the mutants with a current result.", ""]
+    for title, table in (("file", summary["by_file"]), ("operator", summary["by_operator"])):
+        lines += [f"| {title} | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+        for name, row in sorted(table.items()):
+            lines.append(f"| {name} | " + " | ".join(_cell(row[c]) for c in columns) + " |")
+        lines.append("")
+    row = summary["total"]
+    lines += ["**Total:** " + ", ".join(f"{c} {_cell(row[c])}" for c in columns), "", "## Survivors", ""]
+    for survivor in summary["survivors"]:
+        lines.append(f"- `{survivor['id']}` {survivor['file']}:{survivor['line']} ({survivor['operator']}): "
+                     f"`{survivor['original'][:80]}` -> `{survivor['replacement'][:80]}`; certified by "
+                     f"{', '.join(survivor['adapters'])}")
+    (directory / "summary.md").write_text("\n".join(lines) + "\n")
+
+
+def _cell(value):
+    return "-" if value is None else (f"{value:.1%}" if isinstance(value, float) else str(value))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--full", action="store_true", help="run every mutant without a current result")
+    mode.add_argument("--sample-seconds", type=float, help="CI: run a seeded sample for this long")
+    mode.add_argument("--report", action="store_true", help="rewrite the summary from the results")
+    mode.add_argument("--list", action="store_true", help="print the generated mutants as JSON lines")
+    parser.add_argument("--file", default="*", help="only files matching this glob")
+    parser.add_argument("--operator", default="", help=f"only this operator ({', '.join(generate.OPERATORS)})")
+    parser.add_argument("--seed", type=int, default=None, help="the sample's seed (default: from the commit)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--compile-commands", default=str(ROOT / "build" / "default" / "compile_commands.json"))
+    parser.add_argument("--sample-out", default=str(ROOT / "build" / "mutation-sample.json"))
+    args = parser.parse_args()
+    if args.operator and args.operator not in generate.OPERATORS:
+        parser.error(f"--operator {args.operator}: not one of {', '.join(generate.OPERATORS)}")
+    if not pathlib.Path(args.compile_commands).exists():
+        parser.error(f"{args.compile_commands} does not exist: build the default preset first (bash scripts/test.sh)")
+
+    files = scratch.tracked_files()
+    checks = checks_hash(files)
+    mutants = [m for m in all_mutants(args.compile_commands, files, save=not args.sample_seconds)
+               if fnmatch.fnmatch(m["file"], args.file) and (not args.operator or m["operator"] == args.operator)]
+    if args.list:
+        for mutant in mutants:
+            print(json.dumps(mutant))
+        return 0
+    results_file = RESULTS / "results.jsonl"
+    results = load_results(results_file)
+    equivalents = {e["id"]: e["reason"] for e in json.loads((RESULTS / "equivalents.json").read_text())["equivalents"]}
+    keys = {}
+
+    def key_of(mutant):
+        if mutant["id"] not in keys:
+            keys[mutant["id"]] = result_key(mutant, checks)
+        return keys[mutant["id"]]
+
+    if args.report:
+        write_summary(summarize(mutants, results, equivalents, key_of), RESULTS)
+        return 0
+
+    if args.full:
+        todo = [m for m in mutants if m["id"] not in equivalents
+                and (m["id"] not in results or results[m["id"]].get("key") != key_of(m))]
+        deadline = None
+    else:
+        seed = args.seed if args.seed is not None else int(subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout[:8] or "0", 16)
+        todo = [m for m in mutants if m["id"] not in equivalents]
+        random.Random(seed).shuffle(todo)
+        deadline = time.monotonic() + args.sample_seconds
+        log(f"sample of the {len(todo)} generated mutants, seed {seed}, for {args.sample_seconds:.0f} s")
+    log(f"{len(mutants)} mutants generated; {len(todo)} to run with {args.workers} workers")
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    base = pathlib.Path(tempfile.mkdtemp(prefix="ortmem-campaign-"))
+    ran, lock = [], threading.Lock()
+    try:
+        log("building the unmutated kit in each worker's scratch copy")
+        workers = [Worker(base / f"worker{i}", files) for i in range(args.workers)]
+        for worker in workers:
+            ok, output = worker.make(["ortmem-cts", "ortmem-cts-mutants"], jobs=None)
+            if not ok:
+                log(output)
+                return 2
+        queue = list(todo)
+
+        def work(worker):
+            while True:
+                with lock:
+                    if not queue or (deadline is not None and time.monotonic() > deadline):
+                        return
+                    mutant = queue.pop(0)
+                outcome = worker.run(mutant)
+                entry = {key: mutant[key] for key in ("id", "file", "line", "function", "operator", "original",
+                                                      "replacement")} | outcome | {"key": key_of(mutant)}
+                with lock:
+                    ran.append(entry)
+                    if args.full:
+                        with results_file.open("a") as out:
+                            out.write(json.dumps(entry) + "\n")
+                log(f"  {entry['status']:13} {mutant['id']} {mutant['file']}:{mutant['line']} {mutant['operator']} "
+                    f"{entry['seconds']} s")
+
+        with concurrent.futures.ThreadPoolExecutor(len(workers)) as pool:
+            for future in [pool.submit(work, w) for w in workers]:
+                future.result()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+    if args.full:
+        results = load_results(results_file)
+        summary = summarize(mutants, results, equivalents, key_of)
+        write_summary(summary, RESULTS)
+        log(f"score {_cell(summary['total']['score'])}: {summary['total']}")
+        return 0
+    return judge_sample(ran, results, key_of, pathlib.Path(args.sample_out))
+
+
+def judge_sample(ran, committed, key_of, out):
+    """CI's verdict on a sample: its score must reach the committed floor, and
+    no mutant the committed campaign saw killed may survive now."""
+    floor = json.loads((RESULTS / "floor.json").read_text())["sample_score_floor"]
+    detected = sum(1 for e in ran if e["status"] in ("killed", "timeout"))
+    judged = sum(1 for e in ran if e["status"] != "build-failure")
+    score = detected / judged if judged else None
+    regressions = [e for e in ran if e["status"] == "survived" and committed.get(e["id"], {}).get("status") == "killed"
+                   and committed[e["id"]].get("key") == e["key"]]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"score": score, "floor": floor, "ran": ran}, indent=2) + "\n")
+    log(f"sample: {len(ran)} mutants, {detected} detected of {judged} judged, score {_cell(score)} (floor {floor:.1%})")
+    bad = False
+    if not ran:
+        log("the sample ran no mutant in its time")
+        bad = True
+    if score is not None and score < floor:
+        log(f"the sample's score {score:.1%} is under the committed floor {floor:.1%}")
+        bad = True
+    for entry in regressions:
+        log(f"REGRESSION {entry['id']} {entry['file']}:{entry['line']} ({entry['operator']}) was killed in the "
+            f"committed campaign and survives now")
+        bad = True
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -26,9 +26,11 @@ import concurrent.futures
 import fnmatch
 import hashlib
 import json
+import os
 import pathlib
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -45,7 +47,9 @@ SCOPE = json.loads((HERE / "scope.json").read_text())
 # What judges a mutant: if any of these change, every result is stale.
 CHECKS = ["conformance", "adapters/host", "adapters/cuda", "spec/requirements.json", "reports/src"]
 RUN_FLAGS = ["--jobs", "1", "--timeout", "5", "--seed", "20261201", "--quiet"]
-CERTIFY_LIMIT_S = 300
+# Past this, a certification is a hang the runner did not end (an honest one
+# takes a few seconds at -O0): counted as a timeout, which is a detection.
+CERTIFY_LIMIT_S = 120
 STARTED = time.monotonic()
 PRINT = threading.Lock()
 
@@ -128,15 +132,20 @@ class Worker:
         report = self.reports / "mutant.json"
         report.unlink(missing_ok=True)
         runner = self.build / SCOPE["runner_of"][adapter]
+        # In a session of its own, so a hang is ended with every child the
+        # runner isolated tests in, not just the runner.
+        run = subprocess.Popen([str(runner), "run", "--adapter", adapter, *RUN_FLAGS, "--report", str(report)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
-            run = subprocess.run([str(runner), "run", "--adapter", adapter, *RUN_FLAGS, "--report", str(report)],
-                                 capture_output=True, text=True, timeout=CERTIFY_LIMIT_S)
+            code = run.wait(timeout=CERTIFY_LIMIT_S)
         except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
             return None, []
         failing = []
         if report.exists():
             failing = [r["id"] for r in json.loads(report.read_text())["requirements"] if r["status"] == "fail"]
-        return run.returncode, failing
+        return code, failing
 
     def run(self, mutant):
         began = time.monotonic()
@@ -189,6 +198,8 @@ def summarize(mutants, results, equivalents, key_of):
         if status == "survived":
             survivors.append({key: mutant[key] for key in ("id", "file", "line", "operator", "original", "replacement")}
                              | {"adapters": [a["adapter"] for a in result["adapters"]]})
+    total["mutant-seconds"] = round(sum(results[m["id"]]["seconds"] for m in mutants
+                                        if m["id"] in results and results[m["id"]].get("key") == key_of(m)), 1)
     for table in [*by_file.values(), *by_operator.values(), total]:
         judged = table["generated"] - table["build-failure"] - table["equivalent"] - table["not-run"]
         table["score"] = round((table["killed"] + table["timeout"]) / judged, 4) if judged else None
@@ -207,7 +218,9 @@ def write_summary(summary, directory):
             lines.append(f"| {name} | " + " | ".join(_cell(row[c]) for c in columns) + " |")
         lines.append("")
     row = summary["total"]
-    lines += ["**Total:** " + ", ".join(f"{c} {_cell(row[c])}" for c in columns), "", "## Survivors", ""]
+    lines += ["**Total:** " + ", ".join(f"{c} {_cell(row[c])}" for c in columns)
+              + f"; {row['mutant-seconds']:.0f} s of mutant time (builds and certifications; the wall time of each "
+              "invocation is in campaign.log)", "", "## Survivors", ""]
     for survivor in summary["survivors"]:
         lines.append(f"- `{survivor['id']}` {survivor['file']}:{survivor['line']} ({survivor['operator']}): "
                      f"`{survivor['original'][:80]}` -> `{survivor['replacement'][:80]}`; certified by "
@@ -310,6 +323,11 @@ def main():
         shutil.rmtree(base, ignore_errors=True)
 
     if args.full:
+        # The campaign's size and wall time, one line per invocation.
+        with (RESULTS / "campaign.log").open("a") as out:
+            out.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} --file {args.file} "
+                      f"--operator {args.operator or '*'}: {len(ran)} of {len(todo)} run in "
+                      f"{time.monotonic() - STARTED:.0f} s wall, {args.workers} workers\n")
         results = load_results(results_file)
         summary = summarize(mutants, results, equivalents, key_of)
         write_summary(summary, RESULTS)

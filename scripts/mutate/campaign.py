@@ -24,6 +24,7 @@ score = (killed + timed out) / (generated - build failures - equivalents)
 import argparse
 import concurrent.futures
 import fnmatch
+import functools
 import hashlib
 import json
 import os
@@ -86,7 +87,7 @@ def all_mutants(compile_commands, files, save):
     cache = json.loads(cache_file.read_text()) if cache_file.exists() else {}
     fresh, mutants = {}, []
     for path, adapters in in_scope(files):
-        digest = hashlib.sha256((ROOT / path).read_bytes()).hexdigest()[:16]
+        digest = file_hash(path)
         entry = cache.get(path)
         if entry is None or entry["hash"] != digest:
             entry = {"hash": digest, "mutants": generate.mutants_of(ROOT / path, ROOT, compile_commands)}
@@ -98,9 +99,13 @@ def all_mutants(compile_commands, files, save):
     return mutants
 
 
+@functools.cache
+def file_hash(path):
+    return hashlib.sha256((ROOT / path).read_bytes()).hexdigest()[:16]
+
+
 def result_key(mutant, checks):
-    text = (ROOT / mutant["file"]).read_bytes()
-    return hashlib.sha256(text).hexdigest()[:16] + "-" + checks
+    return file_hash(mutant["file"]) + "-" + checks
 
 
 def load_results(path):
@@ -262,12 +267,8 @@ def main():
     results_file = RESULTS / "results.jsonl"
     results = load_results(results_file)
     equivalents = {e["id"]: e["reason"] for e in json.loads((RESULTS / "equivalents.json").read_text())["equivalents"]}
-    keys = {}
-
     def key_of(mutant):
-        if mutant["id"] not in keys:
-            keys[mutant["id"]] = result_key(mutant, checks)
-        return keys[mutant["id"]]
+        return result_key(mutant, checks)
 
     if args.report:
         write_summary(summarize(mutants, results, equivalents, key_of), RESULTS)

@@ -31,8 +31,8 @@ OPERATORS = ("relational", "boundary", "equality", "arithmetic", "logical", "con
              "return-value", "lock-removal")
 # Guards whose removal leaves the guarded code unsynchronised.
 LOCK_TYPES = ("lock_guard", "unique_lock", "scoped_lock", "shared_lock", "SpinLockGuard", "LockGuard")
-FUNCTIONS = {K.FUNCTION_DECL, K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR, K.CONVERSION_FUNCTION, K.FUNCTION_TEMPLATE,
-             K.LAMBDA_EXPR}
+# A lambda's sites belong to the function it is written in.
+FUNCTIONS = {K.FUNCTION_DECL, K.CXX_METHOD, K.CONSTRUCTOR, K.DESTRUCTOR, K.CONVERSION_FUNCTION, K.FUNCTION_TEMPLATE}
 
 
 class Mutant(dict):
@@ -50,26 +50,20 @@ def compile_args(compile_commands, path):
         entry = next((e for f, e in by_file.items() if f.parent == path.resolve().parent), None)
         if entry is None:
             entry = next(e for f, e in by_file.items() if "/reference/src/" in str(f))
-    words = shlex.split(entry["command"]) if "command" in entry else entry["arguments"]
-    keep, skip = [], False
-    for word in words[1:]:
-        if skip:
-            skip = False
-            continue
+    words = iter(shlex.split(entry["command"]) if "command" in entry else entry["arguments"])
+    next(words)  # the compiler
+    keep = []
+    for word in words:
         if word in ("-o", "-c", "-MF", "-MT", "-MQ"):
-            skip = True
-            continue
-        if word.startswith(("-I", "-D", "-std=", "-isystem", "-include")) or word in ("-isystem", "-include"):
+            next(words, None)  # and its file
+        elif word in ("-isystem", "-include"):
+            argument = next(words, "")
+            # A precompiled header cannot be read by another clang than the one that wrote it.
+            if not argument.endswith((".gch", "cmake_pch.hxx")):
+                keep += [word, argument]
+        elif word.startswith(("-I", "-D", "-std=", "-isystem")):
             keep.append(word)
-            skip = word in ("-isystem", "-include")
-            if skip:
-                continue
-    # A precompiled header cannot be read by another clang than the one that wrote it.
-    return [word for word in keep if not word.endswith((".gch", "cmake_pch.hxx"))] + ["-x", "c++"]
-
-
-def _text(source, extent):
-    return source[extent.start.offset:extent.end.offset]
+    return keep + ["-x", "c++"]
 
 
 def _spellings(source, start, end):
@@ -96,9 +90,7 @@ def _sites(cursor, source, filename, function, out):
         location = child.location
         if location.file is not None and location.file.name != filename:
             continue
-        scope = child.get_usr() or function if child.kind in FUNCTIONS and child.kind != K.LAMBDA_EXPR else function
-        if child.kind == K.LAMBDA_EXPR:
-            scope = function
+        scope = (child.get_usr() or function) if child.kind in FUNCTIONS else function
         if scope is not None:
             _mutations_at(child, cursor, source, scope, out)
         _sites(child, source, filename, scope, out)

@@ -33,6 +33,11 @@ def edited(text, edit):
     return text[:start] + edit["replace"] + text[end:], 1
 
 
+def reformat(path, clang_format):
+    return subprocess.run([clang_format, f"--style={STYLE}", f"--assume-filename={path}"],
+                          input=(ROOT / path).read_text(), capture_output=True, text=True, check=True).stdout
+
+
 def main():
     compile_commands = sys.argv[1]
     clang_format = sys.argv[2] if len(sys.argv) > 2 else "clang-format-14"
@@ -40,10 +45,8 @@ def main():
     problems = []
     reformatted = {}
     for path in sorted({edit["file"] for mutant in mutants for edit in mutant["edits"]}):
-        original = (ROOT / path).read_text()
-        text = subprocess.run([clang_format, f"--style={STYLE}", f"--assume-filename={path}"], input=original,
-                              capture_output=True, text=True, check=True).stdout
-        if text == original:
+        text = reformat(path, clang_format)
+        if text == (ROOT / path).read_text():
             problems.append(f"{path}: clang-format left it as it was; the check proves nothing")
         reformatted[path] = text
     for mutant in mutants:
@@ -59,8 +62,7 @@ def main():
     # parsed in the file's place (the file itself is not touched).
     for path in ["reference/src/host/host_allocator.cpp", "reference/src/binding/registry.cpp"]:
         ids = [m["id"] for m in generate.mutants_of(ROOT / path, ROOT, compile_commands)]
-        text = subprocess.run([clang_format, f"--style={STYLE}", f"--assume-filename={path}"],
-                              input=(ROOT / path).read_text(), capture_output=True, text=True, check=True).stdout
+        text = reformatted.get(path) or reformat(path, clang_format)
         moved = [m["id"] for m in generate.mutants_of(ROOT / path, ROOT, compile_commands, text=text)]
         if moved != ids:
             problems.append(f"{path}: a reformat changed {len(set(ids) ^ set(moved))} of its {len(ids)} mutant ids")

@@ -3,7 +3,8 @@
 sources (scope.json), built into a scratch copy of the kit and certified by
 each adapter that links its file until one fails.
 
-  campaign.py --full [--file GLOB] [--operator OP]   run what has no current result; resumable
+  campaign.py --full [--file GLOB] [--operator OP] [--status S]
+                                                     run what has no current result; resumable
   campaign.py --sample-seconds S [--seed N]          CI: a seeded sample for S seconds, judged
                                                      against the committed floor and results
   campaign.py --report                               rewrite the summary from the results alone
@@ -15,9 +16,14 @@ build failure when it does not compile (never a kill), survived when every
 adapter certifies it conformant. Results are kept per mutant in
 reports/mutation/results.jsonl, appended as each mutant ends (so an
 interrupted campaign resumes where it stopped), under a key of the mutated
-file's text and of the checks' sources: a result goes stale when either
-changes, and only stale mutants run again. Equivalent mutants are listed,
-each with its reason, in reports/mutation/equivalents.json.
+file's text and of the checks' sources (CHECKS). A result is current when
+both match, carried when only the file's text does (the checks changed since
+it was judged), and void when the file changed (the mutant may not exist any
+more). Summaries count current and carried results, with the carried ones in
+a column of their own; --full runs the mutants without a result first, then
+the carried survivors (the results a stronger check can change), then the
+other carried results. Equivalent mutants are listed, each with its reason,
+in reports/mutation/equivalents.json.
 
 score = (killed + timed out) / (generated - build failures - equivalents)
 """
@@ -45,8 +51,11 @@ from mutate import generate, scratch  # noqa: E402
 
 RESULTS = ROOT / "reports" / "mutation"
 SCOPE = json.loads((HERE / "scope.json").read_text())
-# What judges a mutant: if any of these change, every result is stale.
-CHECKS = ["conformance", "adapters/host", "adapters/cuda", "spec/requirements.json", "reports/src"]
+# What judges a mutant: when any of these change, every result is carried.
+CHECKS = ["conformance/CMakeLists.txt", "conformance/include", "conformance/runner", "conformance/src",
+          "conformance/suites", "adapters/host", "adapters/cuda", "spec/requirements.json", "reports/src",
+          "cmake/OrtmemCtsCertification.cmake"]
+STATUSES = ["killed", "timeout", "survived", "build-failure"]
 RUN_FLAGS = ["--jobs", "1", "--timeout", "5", "--seed", "20261201", "--quiet"]
 # Past this, a certification is a hang the runner did not end (an honest one
 # takes a few seconds at -O0): counted as a timeout, which is a detection.
@@ -106,6 +115,15 @@ def file_hash(path):
 
 def result_key(mutant, checks):
     return file_hash(mutant["file"]) + "-" + checks
+
+
+def standing(mutant, results, key_of):
+    """(the mutant's last result or None, whether it is current). A result
+    for other text of the mutated file is void: None."""
+    result = results.get(mutant["id"])
+    if result is None or result.get("key", "").split("-")[0] != key_of(mutant).split("-")[0]:
+        return None, False
+    return result, result["key"] == key_of(mutant)
 
 
 def load_results(path):
@@ -183,28 +201,30 @@ class Worker:
 
 def summarize(mutants, results, equivalents, key_of):
     """Per file and per operator: generated, killed, timeout, survived,
-    build failures, equivalents, not run (no current result), score."""
+    build failures, equivalents, not run (no result for the file's text),
+    carried (of those judged, how many under earlier checks), score."""
     def empty():
         return {"generated": 0, "killed": 0, "timeout": 0, "survived": 0, "build-failure": 0, "equivalent": 0,
-                "not-run": 0}
-    by_file, by_operator, total, survivors = {}, {}, empty(), []
+                "not-run": 0, "carried": 0}
+    by_file, by_operator, total, survivors, seconds = {}, {}, empty(), [], 0.0
     for mutant in mutants:
-        result = results.get(mutant["id"])
+        result, current = standing(mutant, results, key_of)
         if mutant["id"] in equivalents:
             status = "equivalent"
-        elif result is None or result.get("key") != key_of(mutant):
+        elif result is None:
             status = "not-run"
         else:
             status = result["status"]
+            seconds += result["seconds"]
         for table in (by_file.setdefault(mutant["file"], empty()), by_operator.setdefault(mutant["operator"], empty()),
                       total):
             table["generated"] += 1
             table[status] += 1
+            table["carried"] += result is not None and not current and status != "equivalent"
         if status == "survived":
             survivors.append({key: mutant[key] for key in ("id", "file", "line", "operator", "original", "replacement")}
-                             | {"adapters": [a["adapter"] for a in result["adapters"]]})
-    total["mutant-seconds"] = round(sum(results[m["id"]]["seconds"] for m in mutants
-                                        if m["id"] in results and results[m["id"]].get("key") == key_of(m)), 1)
+                             | {"adapters": [a["adapter"] for a in result["adapters"]], "carried": not current})
+    total["mutant-seconds"] = round(seconds, 1)
     for table in [*by_file.values(), *by_operator.values(), total]:
         judged = table["generated"] - table["build-failure"] - table["equivalent"] - table["not-run"]
         table["score"] = round((table["killed"] + table["timeout"]) / judged, 4) if judged else None
@@ -213,10 +233,13 @@ def summarize(mutants, results, equivalents, key_of):
 
 def write_summary(summary, directory):
     (directory / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    columns = ["generated", "killed", "timeout", "survived", "build-failure", "equivalent", "not-run", "score"]
+    columns = ["generated", "killed", "timeout", "survived", "build-failure", "equivalent", "not-run", "carried",
+               "score"]
     lines = ["# Generated mutants of the reference mechanisms", "",
              "Written by `scripts/mutate/campaign.py` from `results.jsonl`; score = (killed + timeout) / "
-             "(generated - build failures - equivalents), over the mutants with a current result.", ""]
+             "(generated - build failures - equivalents - not run), over the mutants judged against the file's "
+             "current text. `carried` counts the judged mutants whose result dates from earlier checks (a "
+             "`--full` run judges them again); survivors so judged are marked (carried).", ""]
     for title, table in (("file", summary["by_file"]), ("operator", summary["by_operator"])):
         lines += [f"| {title} | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
         for name, row in sorted(table.items()):
@@ -229,7 +252,7 @@ def write_summary(summary, directory):
     for survivor in summary["survivors"]:
         lines.append(f"- `{survivor['id']}` {survivor['file']}:{survivor['line']} ({survivor['operator']}): "
                      f"`{survivor['original'][:80]}` -> `{survivor['replacement'][:80]}`; certified by "
-                     f"{', '.join(survivor['adapters'])}")
+                     f"{', '.join(survivor['adapters'])}{' (carried)' if survivor['carried'] else ''}")
     (directory / "summary.md").write_text("\n".join(lines) + "\n")
 
 
@@ -246,6 +269,8 @@ def main():
     mode.add_argument("--list", action="store_true", help="print the generated mutants as JSON lines")
     parser.add_argument("--file", default="*", help="only files matching this glob")
     parser.add_argument("--operator", default="", help=f"only this operator ({', '.join(generate.OPERATORS)})")
+    parser.add_argument("--status", default="", choices=["", *STATUSES, "not-run"],
+                        help="with --full: only mutants whose last result has this status")
     parser.add_argument("--seed", type=int, default=None, help="the sample's seed (default: from the commit)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--compile-commands", default=str(ROOT / "build" / "default" / "compile_commands.json"))
@@ -275,8 +300,20 @@ def main():
         return 0
 
     if args.full:
-        todo = [m for m in mutants if m["id"] not in equivalents
-                and (m["id"] not in results or results[m["id"]].get("key") != key_of(m))]
+        def order(mutant):
+            # Unjudged first, then what stronger checks may now kill, then the
+            # carried kills (confirmed last: they seldom change).
+            result, _ = standing(mutant, results, key_of)
+            return 0 if result is None else 2 if result["status"] in ("killed", "timeout") else 1
+        todo = []
+        for mutant in mutants:
+            result, current = standing(mutant, results, key_of)
+            if mutant["id"] in equivalents or current:
+                continue
+            if args.status and (result["status"] if result else "not-run") != args.status:
+                continue
+            todo.append(mutant)
+        todo.sort(key=order)
         deadline = None
     else:
         seed = args.seed if args.seed is not None else int(subprocess.run(
@@ -339,13 +376,16 @@ def main():
 
 def judge_sample(ran, committed, key_of, out):
     """CI's verdict on a sample: its score must reach the committed floor, and
-    no mutant the committed campaign saw killed may survive now."""
+    no mutant the committed campaign saw killed in the same file text may
+    survive now."""
     floor = json.loads((RESULTS / "floor.json").read_text())["sample_score_floor"]
     detected = sum(1 for e in ran if e["status"] in ("killed", "timeout"))
     judged = sum(1 for e in ran if e["status"] != "build-failure")
     score = detected / judged if judged else None
+    # A kill under earlier checks counts: a check that stopped killing is the
+    # regression this is here to catch.
     regressions = [e for e in ran if e["status"] == "survived" and committed.get(e["id"], {}).get("status") == "killed"
-                   and committed[e["id"]].get("key") == e["key"]]
+                   and committed[e["id"]].get("key", "").split("-")[0] == e["key"].split("-")[0]]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"score": score, "floor": floor, "ran": ran}, indent=2) + "\n")
     log(f"sample: {len(ran)} mutants, {detected} detected of {judged} judged, score {_cell(score)} (floor {floor:.1%})")

@@ -25,7 +25,7 @@ the carried survivors (the results a stronger check can change), then the
 other carried results. Equivalent mutants are listed, each with its reason,
 in reports/mutation/equivalents.json.
 
-score = (killed + timed out) / (generated - build failures - equivalents)
+score = (killed + timed out) / (generated - build failures - equivalents - not run)
 """
 import argparse
 import concurrent.futures
@@ -300,20 +300,16 @@ def main():
         return 0
 
     if args.full:
-        def order(mutant):
-            # Unjudged first, then what stronger checks may now kill, then the
-            # carried kills (confirmed last: they seldom change).
-            result, _ = standing(mutant, results, key_of)
-            return 0 if result is None else 2 if result["status"] in ("killed", "timeout") else 1
-        todo = []
+        # Unjudged first, then what stronger checks may now kill, then the
+        # carried kills (confirmed last: they seldom change).
+        ranked = []
         for mutant in mutants:
             result, current = standing(mutant, results, key_of)
-            if mutant["id"] in equivalents or current:
+            status = result["status"] if result else "not-run"
+            if mutant["id"] in equivalents or current or (args.status and status != args.status):
                 continue
-            if args.status and (result["status"] if result else "not-run") != args.status:
-                continue
-            todo.append(mutant)
-        todo.sort(key=order)
+            ranked.append((0 if result is None else 2 if status in ("killed", "timeout") else 1, mutant))
+        todo = [mutant for _, mutant in sorted(ranked, key=lambda pair: pair[0])]
         deadline = None
     else:
         seed = args.seed if args.seed is not None else int(subprocess.run(
@@ -384,8 +380,8 @@ def judge_sample(ran, committed, key_of, out):
     score = detected / judged if judged else None
     # A kill under earlier checks counts: a check that stopped killing is the
     # regression this is here to catch.
-    regressions = [e for e in ran if e["status"] == "survived" and committed.get(e["id"], {}).get("status") == "killed"
-                   and committed[e["id"]].get("key", "").split("-")[0] == e["key"].split("-")[0]]
+    regressions = [e for e in ran if e["status"] == "survived"
+                   and (standing(e, committed, key_of)[0] or {}).get("status") == "killed"]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"score": score, "floor": floor, "ran": ran}, indent=2) + "\n")
     log(f"sample: {len(ran)} mutants, {detected} detected of {judged} judged, score {_cell(score)} (floor {floor:.1%})")

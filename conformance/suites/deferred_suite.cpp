@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/binding_error_payload.hpp"
 #include "support/registry_harness.hpp"
 #include "support/suite.hpp"
 
@@ -242,6 +243,9 @@ TEST_P(Deferred, QueuedOwnershipBlocksRemoveAndConfirmation) {
   ASSERT_FALSE(confirmed);
   EXPECT_EQ(confirmed.error().kind(), BindingError::Kind::kContextNotQuiescent);
   EXPECT_EQ(confirmed.error().count(), 1U);
+  ORTMEM_CTS_EXPECT_NAMES(confirmed.error(), {.kind = BindingError::Kind::kContextNotQuiescent,
+                                              .context = harness_->context_registration.identity,
+                                              .count = 1});
   queue_->mark_device_lost();
   EXPECT_TRUE(harness_->registry.confirm_context_terminated(harness_->context_registration));
 }
@@ -273,6 +277,22 @@ TEST_P(Deferred, DeviceLossSettlesQueuedRequestsWithoutTheAllocator) {
   EXPECT_TRUE(harness_->context->teardown(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
 }
 
+TEST_P(Deferred, ALostDeviceRefusesADeferredReleaseAndHandsTheOwnerBack) {
+  covers("OWN-007", "TEAR-004");
+  auto allocation = owner();
+  const AllocationIdentity identity = allocation.identity();
+  ASSERT_TRUE(harness_->registry.invalidate_device(info().device, "test: lost before the release"));
+  auto refused = std::move(allocation).release_deferred(queue_->queue());
+  ASSERT_FALSE(refused) << "a release was queued for a lost device";
+  EXPECT_EQ(refused.error().error().kind(), BindingError::Kind::kDeviceLost);
+  EXPECT_EQ(refused.error().error().loss_reason(), "test: lost before the release");
+  ORTMEM_CTS_CHECKING("OWN-007");
+  EXPECT_TRUE(refused.error().allocation().owns()) << "the owner was not handed back";
+  EXPECT_EQ(refused.error().allocation().identity(), identity);
+  EXPECT_EQ(queue_->queue().pending(), 0U);
+  EXPECT_EQ(harness_->snapshot().live_allocations, 1U);
+}
+
 TEST_P(Deferred, ARetiringContextRefusesWorkAndTheOwnerStaysLive) {
   covers("DQ-014", "DQ-015", "DQ-016");
   auto allocation = owner();
@@ -290,6 +310,7 @@ TEST_P(Deferred, ARetiringContextRefusesWorkAndTheOwnerStaysLive) {
     ORTMEM_CTS_CHECKING("DQ-014");
     EXPECT_EQ(refused.error().error().kind(), BindingError::Kind::kDeferredRefused);
   }
+  ORTMEM_CTS_EXPECT_NAMES(refused.error().error(), {.kind = BindingError::Kind::kDeferredRefused});
   {
     ORTMEM_CTS_CHECKING("DQ-016");
     const std::string message = refused.error().error().message();

@@ -2,9 +2,13 @@
 // adapter's allocator underneath the reference registry.
 #include <atomic>
 #include <functional>
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "support/binding_error_payload.hpp"
+#include "support/elsewhere_allocator.hpp"
 #include "support/registry_harness.hpp"
 #include "support/suite.hpp"
 
@@ -22,10 +26,16 @@ TEST_P(Lifecycle, RetiredRefusesNewWorkButReleasesExistingAllocations) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().kind(), BindingError::Kind::kInactiveMechanism);
   EXPECT_EQ(refused.error().lifecycle(), MechanismLifecycle::kRetired);
+  ORTMEM_CTS_EXPECT_NAMES(refused.error(), {.kind = BindingError::Kind::kInactiveMechanism,
+                                            .mechanism = harness_->mechanism.identity,
+                                            .lifecycle = MechanismLifecycle::kRetired});
   auto unbound = registry().bind(info().device);
   ASSERT_FALSE(unbound) << "a retired mechanism stayed selected";
   EXPECT_EQ(unbound.error().kind(), BindingError::Kind::kNoSelectedMechanism);
+  ORTMEM_CTS_EXPECT_NAMES(unbound.error(),
+                          {.kind = BindingError::Kind::kNoSelectedMechanism, .actual_device = info().device});
   EXPECT_FALSE(registry().select(harness_->mechanism)) << "a retired mechanism was selected again";
+  EXPECT_FALSE(registry().bind_registered(harness_->mechanism)) << "a retired mechanism was bound by name";
   auto outcome = std::move(*existing).release_now();
   ASSERT_TRUE(outcome);
   EXPECT_TRUE(outcome->is_complete()) << outcome->describe();
@@ -70,6 +80,9 @@ TEST_P(Lifecycle, RemoveIsRefusedWhileAnythingRemains) {
   auto active = registry().remove(harness_->mechanism);
   ASSERT_FALSE(active) << "an active mechanism was removed";
   EXPECT_EQ(active.error().kind(), BindingError::Kind::kInactiveMechanism);
+  ORTMEM_CTS_EXPECT_NAMES(active.error(), {.kind = BindingError::Kind::kInactiveMechanism,
+                                           .mechanism = harness_->mechanism.identity,
+                                           .lifecycle = MechanismLifecycle::kActive});
   auto live = binding().allocate(64, 8);
   ASSERT_TRUE(live);
   ASSERT_TRUE(registry().retire(harness_->mechanism));
@@ -77,13 +90,90 @@ TEST_P(Lifecycle, RemoveIsRefusedWhileAnythingRemains) {
   auto context_in_use = registry().remove_provider_context(harness_->context_registration);
   ASSERT_FALSE(context_in_use);
   EXPECT_EQ(context_in_use.error().kind(), BindingError::Kind::kProviderContextInUse);
+  ORTMEM_CTS_EXPECT_NAMES(context_in_use.error(), {.kind = BindingError::Kind::kProviderContextInUse,
+                                                   .context = harness_->context_registration.identity});
   auto authority_in_use = registry().remove_authority(harness_->authority);
   ASSERT_FALSE(authority_in_use);
   EXPECT_EQ(authority_in_use.error().kind(), BindingError::Kind::kAuthorityInUse);
+  ORTMEM_CTS_EXPECT_NAMES(authority_in_use.error(),
+                          {.kind = BindingError::Kind::kAuthorityInUse, .authority = harness_->authority.identity});
   ASSERT_TRUE(binding().release(std::move(*live)));
   ASSERT_TRUE(registry().remove(harness_->mechanism));
   EXPECT_TRUE(registry().remove_provider_context(harness_->context_registration));
   EXPECT_TRUE(registry().remove_authority(harness_->authority));
+  // What is gone is refused by name: a second removal of each handle.
+  ORTMEM_CTS_CHECKING("BIND-018");
+  auto mechanism_again = registry().remove(harness_->mechanism);
+  ASSERT_FALSE(mechanism_again);
+  EXPECT_EQ(mechanism_again.error().kind(), BindingError::Kind::kUnregisteredMechanism);
+  ORTMEM_CTS_EXPECT_NAMES(mechanism_again.error(), {.kind = BindingError::Kind::kUnregisteredMechanism,
+                                                    .mechanism = harness_->mechanism.identity});
+  auto context_again = registry().remove_provider_context(harness_->context_registration);
+  ASSERT_FALSE(context_again);
+  EXPECT_EQ(context_again.error().kind(), BindingError::Kind::kUnregisteredProviderContext);
+  ORTMEM_CTS_EXPECT_NAMES(context_again.error(), {.kind = BindingError::Kind::kUnregisteredProviderContext,
+                                                  .context = harness_->context_registration.identity});
+  auto authority_again = registry().remove_authority(harness_->authority);
+  ASSERT_FALSE(authority_again);
+  EXPECT_EQ(authority_again.error().kind(), BindingError::Kind::kUnregisteredAuthority);
+  ORTMEM_CTS_EXPECT_NAMES(authority_again.error(), {.kind = BindingError::Kind::kUnregisteredAuthority,
+                                                    .authority = harness_->authority.identity});
+}
+
+// A mechanism of another device (a test double's) beside the adapter's.
+struct Elsewhere {
+  explicit Elsewhere(const BindingRegistry& registry)
+      : context(*registry.register_provider_context(ElsewhereAllocator::kDevice)),
+        authority(*registry.register_authority(ElsewhereAllocator::kDevice)),
+        mechanism(*registry.register_allocator(context, authority, std::make_shared<ElsewhereAllocator>())) {}
+  RegisteredProviderContext context;
+  RegisteredAuthority authority;
+  RegisteredMechanism mechanism;
+};
+
+TEST_P(Lifecycle, InvalidationAndConfirmationTouchOnlyTheirOwn) {
+  covers("TEAR-007", "TEAR-011");
+  const Elsewhere other(registry());
+  {
+    ORTMEM_CTS_CHECKING("TEAR-007");
+    ASSERT_TRUE(registry().invalidate_device(ElsewhereAllocator::kDevice, "test: the other device reset"));
+    EXPECT_EQ(harness_->snapshot().lifecycle, MechanismLifecycle::kActive) << "another device's loss reached this one";
+    EXPECT_TRUE(registry().bind(info().device)) << "another device's loss dropped this device's selection";
+    EXPECT_TRUE(binding().allocate_owning(64, 8));
+  }
+  const Elsewhere spare(registry());
+  ASSERT_TRUE(registry().invalidate_device(info().device, "test: lost"));
+  ORTMEM_CTS_CHECKING("TEAR-011");
+  ASSERT_TRUE(registry().confirm_context_terminated(harness_->context_registration))
+      << "confirmation looked at another context's mechanisms";
+  EXPECT_EQ(registry().snapshot(spare.mechanism)->lifecycle, MechanismLifecycle::kActive)
+      << "confirming one context terminated another's mechanism";
+  EXPECT_EQ(registry().snapshot(other.mechanism)->lifecycle, MechanismLifecycle::kDeviceLost);
+}
+
+TEST_P(Lifecycle, AfterInvalidationTheNextMechanismRegisteredIsSelected) {
+  covers("TEAR-007", "BIND-005");
+  ASSERT_TRUE(registry().invalidate_device(info().device, "test: reset"));
+  // The device's selection named a lost mechanism and is gone, so a mechanism
+  // registered now is the device's first again (a context outlives its mechanisms).
+  auto authority = *registry().register_authority(info().device);
+  auto replacement = registry().register_allocator(harness_->context_registration, authority,
+                                                   std::make_shared<CountingAllocator>(adapter().make_allocator()));
+  ASSERT_TRUE(replacement);
+  ORTMEM_CTS_CHECKING("TEAR-007");
+  auto bound = registry().bind(info().device);
+  ASSERT_TRUE(bound) << "the lost mechanism's selection survived invalidation: " << bound.error().message();
+  EXPECT_EQ(bound->identity().mechanism, replacement->identity);
+}
+
+TEST_P(Lifecycle, AnUnusedContextOrAuthorityCanBeRemovedBesideUsedOnes) {
+  covers("TEAR-017");
+  auto unused_context = *registry().register_provider_context(info().device);
+  auto unused_authority = *registry().register_authority(info().device);
+  EXPECT_TRUE(registry().remove_provider_context(unused_context)) << "refused though no mechanism uses it";
+  EXPECT_TRUE(registry().remove_authority(unused_authority)) << "refused though no mechanism uses it";
+  EXPECT_FALSE(registry().remove_provider_context(harness_->context_registration));
+  EXPECT_FALSE(registry().remove_authority(harness_->authority));
 }
 
 // Resources that log their destruction, so the order is observable.
@@ -187,6 +277,8 @@ TEST_P(Lifecycle, AnInFlightCallbackIsAnActiveOperationAndMayReenter) {
   ASSERT_TRUE(during.has_value()) << "termination was confirmed under an in-flight callback";
   EXPECT_EQ(during->kind(), BindingError::Kind::kContextNotQuiescent);
   EXPECT_EQ(during->count(), 1U);
+  ORTMEM_CTS_EXPECT_NAMES(*during,
+                          {.kind = BindingError::Kind::kContextNotQuiescent, .context = context.identity, .count = 1});
   allocator->inside = nullptr;
   EXPECT_TRUE(registry.confirm_context_terminated(context)) << "confirmation must succeed once the callback returned";
 }
@@ -221,6 +313,114 @@ TEST_P(Lifecycle, ConcurrentChurnKeepsCountsConsistent) {
   EXPECT_EQ(counting->allocate_calls.load(),
             counting->release_calls.load() + snapshot.live_allocations + snapshot.quarantined_allocations);
   EXPECT_TRUE(registry().confirm_context_terminated(harness_->context_registration));
+}
+
+TEST_P(Lifecycle, EveryRegistryOperationFromManyThreadsAtOnceKeepsTheRegistryWhole) {
+  covers("LOCK-005");
+  // Each thread registers, selects, binds, allocates, releases, retires and
+  // removes mechanisms of its own, and reads everyone's snapshots, while the
+  // main thread invalidates the device under them. No thread shares a handle,
+  // so the only refusals a whole registry gives are the loss's.
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 120;
+  const DeviceKey device = info().device;
+  std::mutex mutex;
+  std::string unexpected;  // the first refusal a whole registry would not give
+  struct Left {
+    RegisteredProviderContext context;
+    RegisteredMechanism mechanism;
+  };
+  std::vector<Left> left;  // mechanisms the loss kept from being removed
+  std::vector<std::shared_ptr<CountingAllocator>> allocators;
+  for (int t = 0; t < kThreads; ++t) allocators.push_back(watched_allocator());
+  const auto expect = [&](bool fine, const BindingError& error, const char* what) {
+    if (fine) return;
+    const std::lock_guard lock(mutex);
+    if (unexpected.empty()) unexpected = std::string(what) + ": " + error.message();
+  };
+  const auto lost = [](const BindingError& error) {
+    return error.kind() == BindingError::Kind::kDeviceLost || error.kind() == BindingError::Kind::kInactiveMechanism ||
+           error.kind() == BindingError::Kind::kNoSelectedMechanism;
+  };
+  std::atomic<int> ready{0};
+  std::atomic<std::size_t> granted{0};  // allocations made (an allocator may refuse some: its right)
+  std::atomic<bool> wandered{false};     // an allocator's device() changed: ALLOC-010's to judge
+  std::atomic<bool> loss_began{false};   // set before the invalidation, so a worker that sees its effect sees this
+  std::vector<std::thread> workers;
+  for (int t = 0; t < kThreads; ++t) {
+    workers.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < kThreads + 1) std::this_thread::yield();
+      for (int round = 0; round < kRounds; ++round) {
+        auto context = registry().register_provider_context(device);
+        auto authority = registry().register_authority(device);
+        if (!context || !authority) {
+          expect(false, context ? authority.error() : context.error(), "registering a context and an authority");
+          return;
+        }
+        auto mechanism = registry().register_allocator(*context, *authority, allocators[t]);
+        if (!mechanism && mechanism.error().kind() == BindingError::Kind::kDeviceMismatch) {
+          wandered = true;
+          return;
+        }
+        if (!mechanism) {
+          expect(false, mechanism.error(), "registering an allocator");
+          return;
+        }
+        if (auto selected = registry().select(*mechanism); !selected) expect(lost(selected.error()), selected.error(), "select");
+        if (auto bound = registry().bind(device); !bound) expect(lost(bound.error()), bound.error(), "bind");
+        (void)registry().snapshots();
+        if (auto binding = registry().bind_registered(*mechanism)) {
+          if (auto owner = binding->allocate_owning(64 + 16 * static_cast<std::size_t>(round % 5), 16)) {
+            granted.fetch_add(1);
+            if (auto released = std::move(*owner).release_now(); !released) {
+              expect(lost(released.error().error()), released.error().error(), "release_now");
+            }
+          } else if (owner.error().kind() != BindingError::Kind::kMemory) {
+            expect(lost(owner.error()), owner.error(), "allocate_owning");
+          }
+        } else {
+          expect(lost(binding.error()), binding.error(), "bind_registered");
+        }
+        if (auto snapshot = registry().snapshot(*mechanism); !snapshot) expect(false, snapshot.error(), "snapshot");
+        if (auto retired = registry().retire(*mechanism); !retired) expect(false, retired.error(), "retire");
+        if (auto removed = registry().remove(*mechanism); !removed) {
+          // Lost with a record still live (a release refused after the loss),
+          // or quarantined: an owner whose release the loss refused is dropped
+          // above, and dropping it after the loss quarantines it. Before the
+          // loss began nothing may be quarantined.
+          const bool quarantined_by_loss =
+              removed.error().kind() == BindingError::Kind::kQuarantinedOwnership && loss_began.load();
+          expect(lost(removed.error()) || quarantined_by_loss, removed.error(), "remove");
+          const std::lock_guard lock(mutex);
+          left.push_back({*context, *mechanism});
+          continue;
+        }
+        if (auto gone = registry().remove_provider_context(*context); !gone) expect(false, gone.error(), "remove context");
+        if (auto gone = registry().remove_authority(*authority); !gone) expect(false, gone.error(), "remove authority");
+      }
+    });
+  }
+  ready.fetch_add(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  loss_began = true;
+  ASSERT_TRUE(registry().invalidate_device(device, "test: lost under churn"));
+  for (auto& worker : workers) worker.join();
+  if (wandered) stands_on_broken("the adapter's allocator reported another device than before (ALLOC-010)");
+  EXPECT_EQ(unexpected, "") << "a registry operation failed as no whole registry fails";
+  // The registry holds exactly the harness's mechanism and those the loss kept.
+  EXPECT_EQ(registry().snapshots().size(), 1 + left.size());
+  std::size_t retained = 0;
+  for (const Left& kept : left) {
+    const auto snapshot = registry().snapshot(kept.mechanism);
+    ASSERT_TRUE(snapshot) << snapshot.error().message();
+    EXPECT_EQ(snapshot->active_operations, 0U);
+    EXPECT_EQ(snapshot->queued_releases, 0U);
+    retained += snapshot->live_allocations + snapshot->quarantined_allocations;
+  }
+  std::size_t released = 0;
+  for (const auto& allocator : allocators) released += allocator->release_calls.load();
+  EXPECT_EQ(granted.load(), released + retained) << "an allocation was released twice, or lost without a record";
 }
 
 ORTMEM_CTS_INSTANTIATE(Lifecycle);

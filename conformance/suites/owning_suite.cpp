@@ -4,6 +4,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "support/binding_error_payload.hpp"
 #include "support/registry_harness.hpp"
 #include "support/suite.hpp"
 
@@ -52,6 +53,31 @@ TEST_P(Owning, DroppingAnOwnerQuarantinesWithoutCallingTheAllocator) {
   EXPECT_EQ(records[0].retained_bytes, 300U);
 }
 
+TEST_P(Owning, AssigningOverAPreparedRequestAbandonsIt) {
+  covers("OWN-003", "REL-004");
+  auto target = owner(128).prepare_release();
+  auto source = owner(256).prepare_release();
+  ASSERT_TRUE(target && source);
+  const AllocationIdentity abandoned = target->identity();
+  const AllocationIdentity moved = source->identity();
+  *target = std::move(*source);
+  EXPECT_EQ(target->identity(), moved);
+  EXPECT_EQ(target->state(), AllocationReleaseState::kQueued);
+  {
+    ORTMEM_CTS_CHECKING("OWN-003");
+    const auto records = binding().quarantined();
+    ASSERT_EQ(records.size(), 1U) << "the request assigned over was not quarantined";
+    EXPECT_EQ(records[0].identity, abandoned);
+    EXPECT_EQ(records[0].reason.kind, QuarantineReason::Kind::kAbandonedRequest);
+    EXPECT_EQ(releases(), 0U) << "assigning over a prepared request freed it";
+  }
+  const AllocationReleaseOutcome outcome = std::move(*target).execute();
+  EXPECT_TRUE(outcome.is_complete()) << outcome.describe();
+  EXPECT_EQ(releases(), 1U);
+  EXPECT_EQ(harness_->snapshot().queued_releases, 0U);
+  EXPECT_EQ(harness_->snapshot().quarantined_allocations, 1U) << "the moved-from request settled something";
+}
+
 TEST_P(Owning, AnAbandonedPreparedRequestQuarantines) {
   covers("OWN-003", "OWN-004", "REL-004");
   {
@@ -81,6 +107,8 @@ TEST_P(Owning, ViewsBlockReleaseAndTheOwnerComesBackLive) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().error().kind(), BindingError::Kind::kOutstandingViews);
   EXPECT_EQ(refused.error().error().count(), 2U);
+  ORTMEM_CTS_EXPECT_NAMES(refused.error().error(),
+                          {.kind = BindingError::Kind::kOutstandingViews, .allocation = identity, .count = 2});
   EXPECT_EQ(refused.error().state(), AllocationReleaseState::kLive);
   EXPECT_EQ(releases(), 0U);
   OwningAllocation back = std::move(refused.error()).take_allocation();
@@ -92,6 +120,88 @@ TEST_P(Owning, ViewsBlockReleaseAndTheOwnerComesBackLive) {
   auto outcome = std::move(back).release_now();
   ASSERT_TRUE(outcome);
   EXPECT_TRUE(outcome->is_complete());
+}
+
+TEST_P(Owning, EveryCopyMoveAndAssignmentOfAViewKeepsTheCountExact) {
+  covers("OWN-005");
+  auto allocation = owner(256);
+  auto other = owner(64);
+  EXPECT_EQ(allocation.outstanding_views(), 0U) << "an owner that never lent a view counts one";
+  {
+    auto refused = allocation.view(0, 257);
+    ASSERT_FALSE(refused) << "an owner lent a view past its end";
+    EXPECT_EQ(refused.error().kind(), BindingError::Kind::kViewOutOfBounds);
+  }
+  auto first = *allocation.view(0, 64);
+  auto second = *allocation.view(64, 64);
+  EXPECT_EQ(allocation.outstanding_views(), 2U);
+  const auto address_of = [&](const OwnedView& view) {
+    auto seen = binding().with_view(view.view(), [](ValidatedMemoryView validated) { return validated.data(); });
+    return seen ? *seen : nullptr;
+  };
+  first = second;  // the view it held goes, a copy of the other comes
+  EXPECT_EQ(allocation.outstanding_views(), 2U);
+  EXPECT_EQ(address_of(first), address_of(second)) << "a copy-assigned view still shows the range it held before";
+  OwnedView& same = first;
+  first = same;  // assigning a view to itself changes nothing
+  EXPECT_EQ(allocation.outstanding_views(), 2U);
+  first = std::move(same);
+  EXPECT_EQ(allocation.outstanding_views(), 2U);
+  OwnedView third(std::move(first));  // moved, not copied: still two
+  EXPECT_EQ(allocation.outstanding_views(), 2U);
+  OwnedView empty(first);  // a copy of a moved-from view counts nothing
+  EXPECT_EQ(allocation.outstanding_views(), 2U);
+  second = std::move(third);  // the view second held goes
+  EXPECT_EQ(allocation.outstanding_views(), 1U);
+  auto elsewhere = *other.view(0, 64);
+  second = std::move(elsewhere);  // now a view of the other owner
+  EXPECT_EQ(address_of(second), other.data()) << "a move-assigned view still shows the range it held before";
+  EXPECT_EQ(allocation.outstanding_views(), 0U);
+  EXPECT_EQ(other.outstanding_views(), 1U);
+  EXPECT_TRUE(binding().with_view(second.view(), [](ValidatedMemoryView) {})) << "a moved view stopped working";
+  auto kept = std::move(other).into_bound();
+  ASSERT_FALSE(kept) << "ownership was given up while a view was lent";
+  EXPECT_EQ(kept.error().error().kind(), BindingError::Kind::kOutstandingViews);
+  EXPECT_EQ(kept.error().error().count(), 1U);
+  other = std::move(kept.error()).take_allocation();
+  auto outcome = std::move(allocation).release_now();
+  ASSERT_TRUE(outcome) << "released views still blocked release: " << outcome.error().error().message();
+  EXPECT_TRUE(outcome->is_complete());
+  auto refused = std::move(other).release_now();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().error().count(), 1U);
+}
+
+TEST_P(Owning, AssigningOverALiveOwnerAbandonsItAndMovesTheViews) {
+  covers("OWN-003", "OWN-005");
+  auto target = owner(100);
+  const AllocationIdentity abandoned = target.identity();
+  auto source = owner(200);
+  const AllocationIdentity moved = source.identity();
+  auto view = *source.view(0, 200);
+  target = std::move(source);
+  {
+    ORTMEM_CTS_CHECKING("OWN-003");
+    EXPECT_FALSE(source.owns());
+    ASSERT_TRUE(target.owns());
+    EXPECT_EQ(target.identity(), moved);
+    const auto records = binding().quarantined();
+    ASSERT_EQ(records.size(), 1U) << "the owner assigned over was not quarantined";
+    EXPECT_EQ(records[0].identity, abandoned);
+    EXPECT_EQ(records[0].reason.kind, QuarantineReason::Kind::kOwnerDropped);
+    EXPECT_EQ(releases(), 0U) << "assigning over an owner freed it";
+  }
+  ORTMEM_CTS_CHECKING("OWN-005");
+  EXPECT_EQ(target.outstanding_views(), 1U) << "the views did not move with the allocation";
+  auto blocked = std::move(target).release_now();
+  ASSERT_FALSE(blocked) << "a view lent before the move did not block the release";
+  target = std::move(blocked.error()).take_allocation();
+  {
+    auto gone = std::move(view);
+  }
+  auto outcome = std::move(target).release_now();
+  ASSERT_TRUE(outcome);
+  EXPECT_EQ(releases(), 1U);
 }
 
 TEST_P(Owning, AViewThatOutlivesItsOwnerIsStale) {
@@ -145,6 +255,14 @@ TEST_P(Owning, ExecuteAfterDeviceLossQuarantinesWithoutTheAllocator) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().kind(), BindingError::Kind::kDeviceLost);
   EXPECT_NE(refused.error().message().find("test: lost"), std::string::npos);
+  ORTMEM_CTS_EXPECT_NAMES(refused.error(), {.kind = BindingError::Kind::kDeviceLost,
+                                            .actual_device = info().device,
+                                            .loss_reason = "test: lost"});
+  // The device was lost once, by the first invalidation: a later one changes nothing, its reason included.
+  ASSERT_TRUE(harness_->registry.invalidate_device(info().device, "test: lost again"));
+  auto again = binding().allocate_owning(64, 8);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().loss_reason(), "test: lost") << "a second invalidation rewrote why the device was lost";
 }
 
 TEST_P(Owning, DeviceLossBeforePrepareHandsTheOwnerBack) {
@@ -154,7 +272,14 @@ TEST_P(Owning, DeviceLossBeforePrepareHandsTheOwnerBack) {
   auto refused = std::move(allocation).release_now();
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().error().kind(), BindingError::Kind::kDeviceLost);
+  ORTMEM_CTS_EXPECT_NAMES(refused.error().error(),
+                          {.kind = BindingError::Kind::kDeviceLost, .actual_device = info().device, .loss_reason = "lost"});
   EXPECT_TRUE(refused.error().allocation().owns());
+  // Prepare is refused the same way, and hands the same owner back still owning.
+  auto prepared = std::move(refused.error()).take_allocation().prepare_release();
+  ASSERT_FALSE(prepared) << "a release was prepared on a lost device";
+  EXPECT_EQ(prepared.error().error().kind(), BindingError::Kind::kDeviceLost);
+  EXPECT_TRUE(prepared.error().allocation().owns()) << "a refused prepare left the owner owning nothing";
   EXPECT_EQ(releases(), 0U);
   EXPECT_EQ(harness_->snapshot().live_allocations, 1U);
 }
@@ -200,12 +325,16 @@ TEST_P(Owning, QuarantineIsClearedOnlyByConfirmedTermination) {
   ASSERT_FALSE(removed);
   EXPECT_EQ(removed.error().kind(), BindingError::Kind::kQuarantinedOwnership) << "quarantine must be reported first";
   EXPECT_EQ(removed.error().count(), 1U);
+  ORTMEM_CTS_EXPECT_NAMES(removed.error(), {.kind = BindingError::Kind::kQuarantinedOwnership,
+                                            .mechanism = harness_->mechanism.identity,
+                                            .count = 1});
   ASSERT_TRUE(harness_->registry.invalidate_device(info().device, "gone"));
   ASSERT_TRUE(harness_->registry.confirm_context_terminated(harness_->context_registration));
   const MechanismSnapshot snapshot = harness_->snapshot();
   EXPECT_EQ(snapshot.lifecycle, MechanismLifecycle::kTerminated);
   EXPECT_EQ(snapshot.quarantined_allocations, 0U);
   EXPECT_EQ(snapshot.live_allocations, 0U);
+  EXPECT_TRUE(binding().quarantined().empty()) << "the snapshot was cleared but the list still names the records";
   EXPECT_EQ(releases(), 0U) << "termination called the allocator";
   EXPECT_TRUE(harness_->registry.remove(harness_->mechanism));
 }

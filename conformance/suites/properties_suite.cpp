@@ -5,6 +5,7 @@
 // failure prints RapidCheck's shrunk counterexample and the report carries
 // the command that reproduces it.
 // GoogleTest first: rapidcheck/gtest.h uses its macros.
+#include "support/binding_error_payload.hpp"
 #include "support/registry_harness.hpp"
 #include "support/model_check.hpp"
 #include "support/suite.hpp"
@@ -19,6 +20,13 @@
 
 namespace ortmem::cts {
 namespace {
+
+// ORTMEM_CTS_EXPECT_NAMES inside a model's command.
+void rc_expect_names(const BindingError& error, const ExpectedBindingError& expected) {
+  if (const auto named = Names(error, expected); !named) {
+    RC_FAIL(std::string(kChecksTag) + "BIND-018] " + named.message());
+  }
+}
 
 class Property : public AdapterSuite {};
 
@@ -218,6 +226,9 @@ struct ReleaseNow final : LifecycleCommand {
       ORTMEM_CTS_RC_ASSERT("OWN-005", !outcome.has_value());
       ORTMEM_CTS_RC_ASSERT("OWN-005", outcome.error().error().kind() == BindingError::Kind::kOutstandingViews);
       ORTMEM_CTS_RC_ASSERT("OWN-005", outcome.error().error().count() == static_cast<std::size_t>(views));
+      rc_expect_names(outcome.error().error(), {.kind = BindingError::Kind::kOutstandingViews,
+                                                .allocation = outcome.error().allocation().identity(),
+                                                .count = static_cast<std::size_t>(views)});
       sut.owners.emplace(slot, std::move(outcome.error()).take_allocation());
     } else {
       ORTMEM_CTS_RC_ASSERT("REL-008", outcome.has_value());
@@ -249,6 +260,8 @@ struct ReleaseDeferred final : LifecycleCommand {
     if (views > 0) {
       ORTMEM_CTS_RC_ASSERT("OWN-005", !disposition.has_value());
       ORTMEM_CTS_RC_ASSERT("OWN-005", disposition.error().error().kind() == BindingError::Kind::kOutstandingViews);
+      rc_expect_names(disposition.error().error(),
+                      {.kind = BindingError::Kind::kOutstandingViews, .count = static_cast<std::size_t>(views)});
       sut.owners.emplace(slot, std::move(disposition.error()).take_allocation());
     } else {
       ORTMEM_CTS_RC_ASSERT("DQ-008", disposition.has_value());
@@ -336,6 +349,9 @@ struct ConfirmTermination final : LifecycleCommand {
     ORTMEM_CTS_RC_ASSERT("TEAR-011", confirmed.has_value() == allowed);
     if (!allowed && model.lost) {
       ORTMEM_CTS_RC_ASSERT("TEAR-011", confirmed.error().kind() == BindingError::Kind::kContextNotQuiescent);
+      rc_expect_names(confirmed.error(), {.kind = BindingError::Kind::kContextNotQuiescent,
+                                          .context = sut.harness.context_registration.identity,
+                                          .count = static_cast<std::size_t>(model.queued)});
     }
     check_against_model(nextState(model), sut);
   }
@@ -354,6 +370,9 @@ struct Remove final : LifecycleCommand {
       ORTMEM_CTS_RC_ASSERT("TEAR-013", !removed.has_value());
       if (model.quarantined != 0) {
         ORTMEM_CTS_RC_ASSERT("TEAR-014", removed.error().kind() == BindingError::Kind::kQuarantinedOwnership);
+        rc_expect_names(removed.error(), {.kind = BindingError::Kind::kQuarantinedOwnership,
+                                          .mechanism = sut.harness.mechanism.identity,
+                                          .count = static_cast<std::size_t>(model.quarantined)});
       }
     } else {
       ORTMEM_CTS_RC_ASSERT("TEAR-013", removed.has_value());

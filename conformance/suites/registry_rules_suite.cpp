@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 
+#include "support/binding_error_payload.hpp"
 #include "support/registry_harness.hpp"
 #include "support/suite.hpp"
 
@@ -13,8 +14,10 @@ namespace {
 
 // Test double: forwards allocation and release to the adapter's allocator,
 // and adds a virtual backing and a shared mapping that only count the calls
-// that reach them. It proves what the registry lets through, not what a real
-// capability does (the VB and SM suites check that).
+// that reach them and answer with numbers no real capability would give (or,
+// when told to, refuse with a reason of their own). It proves what the
+// registry lets through and hands back, not what a real capability does (the
+// VB and SM suites check that).
 class CapabilityProbe final : public DeviceAllocator, public VirtualBacking, public SharedMapping {
  public:
   explicit CapabilityProbe(std::shared_ptr<DeviceAllocator> inner) : inner_(std::move(inner)) {}
@@ -33,30 +36,49 @@ class CapabilityProbe final : public DeviceAllocator, public VirtualBacking, pub
   VirtualBacking* as_virtual_backing() noexcept override { return this; }
   SharedMapping* as_shared_mapping() noexcept override { return this; }
 
+  static constexpr std::string_view kRefusal = "capability probe: refused as told";
+  static constexpr std::uint64_t kUnmapped = 4093;
+  static constexpr std::size_t kCommitted = 8191;
+  static constexpr SharedPrefixCommitInfo kCommitInfo{.additional_owned_bytes = 3,
+                                                      .newly_mapped_bytes = 4099,
+                                                      .granules = 7};
+
+  [[nodiscard]] MemoryError refusal(std::size_t bytes) const {
+    return MemoryError::allocation_failed(Tier::kDevice, bytes, std::string(kRefusal));
+  }
+
   Expected<void*, MemoryError> allocate_committed(std::size_t bytes, std::size_t align,
                                                   std::span<const ByteRange>) noexcept override {
     ++calls;
+    if (refuse) return tl::unexpected(refusal(bytes));
     return inner_->allocate(bytes, align);
   }
   Expected<void, MemoryError> commit_allocation_range(void*, std::size_t, std::size_t, std::size_t,
-                                                      std::size_t) noexcept override {
+                                                      std::size_t bytes) noexcept override {
     ++calls;
+    if (refuse) return tl::unexpected(refusal(bytes));
     return {};
   }
   Expected<std::uint64_t, MemoryError> decommit_allocation_range(void*, std::size_t, std::size_t, std::size_t,
-                                                                 std::size_t) noexcept override {
+                                                                 std::size_t bytes) noexcept override {
     ++calls;
-    return std::uint64_t{0};
+    if (refuse) return tl::unexpected(refusal(bytes));
+    return kUnmapped;
   }
   Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(std::size_t bytes,
                                                                    std::size_t) const noexcept override {
+    ++queries;
+    if (refuse) return tl::unexpected(refusal(bytes));
     return bytes;
   }
   Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation_ranges(
       std::span<const AllocationCommitRange>) const noexcept override {
     return std::uint64_t{0};
   }
-  std::size_t allocation_committed_bytes(void*, std::size_t, std::size_t) const noexcept override { return 0; }
+  std::size_t allocation_committed_bytes(void*, std::size_t, std::size_t) const noexcept override {
+    ++queries;
+    return kCommitted;
+  }
 
   struct Prefix final : SharedDevicePrefix {
     std::uint64_t device_ptr() const noexcept override { return 0; }
@@ -64,23 +86,29 @@ class CapabilityProbe final : public DeviceAllocator, public VirtualBacking, pub
     std::size_t mapped_bytes() const noexcept override { return 0; }
     std::size_t requested_bytes() const noexcept override { return 0; }
   };
-  Expected<std::unique_ptr<SharedDevicePrefix>, MemoryError> create_shared_prefix(std::size_t) noexcept override {
+  Expected<std::unique_ptr<SharedDevicePrefix>, MemoryError> create_shared_prefix(std::size_t bytes) noexcept override {
+    ++queries;
+    if (refuse) return tl::unexpected(refusal(bytes));
     return std::unique_ptr<SharedDevicePrefix>(std::make_unique<Prefix>());
   }
   Expected<std::uint64_t, MemoryError> incremental_owned_bytes_for_shared_prefix(
       const SharedDevicePrefix&) const noexcept override {
     ++calls;
-    return std::uint64_t{0};
+    if (refuse) return tl::unexpected(refusal(0));
+    return kUnmapped;
   }
   Expected<SharedPrefixCommitInfo, MemoryError> commit_shared_prefix(const SharedDevicePrefix&, void*, std::size_t,
                                                                      std::size_t) noexcept override {
     ++calls;
-    return SharedPrefixCommitInfo{};
+    if (refuse) return tl::unexpected(refusal(0));
+    return kCommitInfo;
   }
 
   [[nodiscard]] DeviceAllocator& inner() noexcept { return *inner_; }
 
-  mutable std::atomic<int> calls{0};
+  mutable std::atomic<int> calls{0};    // calls that act on an allocation or a prefix
+  mutable std::atomic<int> queries{0};  // answers that change nothing
+  bool refuse = false;
   std::function<void()> on_release;
   std::function<AllocationReleaseOutcome(void*, std::size_t, std::size_t)> scripted_release;
 
@@ -117,6 +145,9 @@ TEST_P(RegistryRules, BoundCapabilitiesRevalidateOnEveryCall) {
   auto mismatch = theirs.commit(*allocation, 0, 4096);
   ASSERT_FALSE(mismatch);
   EXPECT_EQ(mismatch.error().kind(), BindingError::Kind::kBindingMismatch);
+  ORTMEM_CTS_EXPECT_NAMES(mismatch.error(), {.kind = BindingError::Kind::kBindingMismatch,
+                                             .expected_binding = other.identity().id,
+                                             .actual_binding = binding_->identity().id});
   EXPECT_EQ(probe_->calls.load(), 0) << "a mismatched commit reached the capability";
   ASSERT_TRUE(mine.commit(*allocation, 0, 4096));
   EXPECT_EQ(probe_->calls.load(), 1);
@@ -125,6 +156,7 @@ TEST_P(RegistryRules, BoundCapabilitiesRevalidateOnEveryCall) {
   auto after = mine.decommit(stale, 0, 4096);
   ASSERT_FALSE(after);
   EXPECT_EQ(after.error().kind(), BindingError::Kind::kStaleAllocation);
+  ORTMEM_CTS_EXPECT_NAMES(after.error(), {.kind = BindingError::Kind::kStaleAllocation, .allocation = stale.identity()});
   EXPECT_EQ(probe_->calls.load(), 1) << "a stale decommit reached the capability";
 
   auto shared = **binding_->shared_mapping();
@@ -141,6 +173,140 @@ TEST_P(RegistryRules, BoundCapabilitiesRevalidateOnEveryCall) {
   EXPECT_EQ(foreign_commit.error().kind(), BindingError::Kind::kBindingMismatch);
   EXPECT_EQ(probe_->calls.load(), 1) << "a prefix from another binding reached the capability";
   ASSERT_TRUE(binding_->release(std::move(*target)));
+}
+
+TEST_P(RegistryRules, BoundCapabilitiesHandBackTheCapabilitysAnswersAndRefusals) {
+  covers("BIND-016", "BIND-018");
+  auto vb = **binding_->virtual_backing();
+  auto sm = **binding_->shared_mapping();
+  auto allocation = binding_->allocate(4096, 64);
+  ASSERT_TRUE(allocation);
+  auto prefix = sm.create_shared_prefix(64);
+  ASSERT_TRUE(prefix);
+  {
+    // Once checked, a call acts, and its answer is the capability's.
+    ORTMEM_CTS_CHECKING("BIND-016");
+    EXPECT_EQ(vb.committed_bytes(*allocation), CapabilityProbe::kCommitted);
+    EXPECT_EQ(vb.decommit(*allocation, 0, 4096), CapabilityProbe::kUnmapped);
+    EXPECT_EQ(vb.mapped_bytes_for_allocation(12345, 64), 12345U);
+    EXPECT_EQ(sm.incremental_owned_bytes(*prefix), CapabilityProbe::kUnmapped);
+    EXPECT_EQ(sm.commit_shared_prefix(*prefix, *allocation, 0), CapabilityProbe::kCommitInfo);
+    auto committed = vb.allocate_committed(8192, 64, {});
+    ASSERT_TRUE(committed) << committed.error().message();
+    EXPECT_EQ(registry_->snapshot(mechanism_)->live_allocations, 2U) << "reserved memory was not adopted";
+    ASSERT_TRUE(std::move(*committed).release_now());
+  }
+  // A refusal is the capability's own error, passed on whole.
+  probe_->refuse = true;
+  const auto passed_on = [](const auto& refused) {
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().kind(), BindingError::Kind::kMemory) << refused.error().message();
+    ASSERT_TRUE(refused.error().memory_error().has_value());
+    EXPECT_EQ(refused.error().memory_error()->reason(), CapabilityProbe::kRefusal);
+    ORTMEM_CTS_EXPECT_NAMES(refused.error(), {.kind = BindingError::Kind::kMemory});
+  };
+  ORTMEM_CTS_CHECKING("BIND-018");
+  passed_on(vb.commit(*allocation, 0, 4096));
+  passed_on(vb.decommit(*allocation, 0, 4096));
+  passed_on(vb.mapped_bytes_for_allocation(4096, 64));
+  passed_on(vb.allocate_committed(8192, 64, {}));
+  passed_on(sm.create_shared_prefix(64));
+  passed_on(sm.incremental_owned_bytes(*prefix));
+  passed_on(sm.commit_shared_prefix(*prefix, *allocation, 0));
+  EXPECT_EQ(registry_->snapshot(mechanism_)->live_allocations, 1U) << "a refused reservation left a record";
+  probe_->refuse = false;
+  ASSERT_TRUE(binding_->release(std::move(*allocation)));
+}
+
+TEST_P(RegistryRules, AReservationThatCannotBeRecordedIsGivenBack) {
+  covers("BIND-003");
+  // Room for a context, an authority, a mechanism and a binding, and none for
+  // the reservation's generation: the capability reserved, the registry
+  // cannot adopt, so the memory must go straight back.
+  auto counting = watched_allocator();
+  auto probe = std::make_shared<CapabilityProbe>(counting);
+  auto registry = *BindingRegistry::create({.first_serial = UINT64_MAX - 5});
+  auto context = *registry.register_provider_context(info().device);
+  auto authority = *registry.register_authority(info().device);
+  ASSERT_TRUE(registry.register_allocator(context, authority, probe));
+  auto binding = registry.bind(info().device);
+  ASSERT_TRUE(binding);
+  auto reserved = (**binding->virtual_backing()).allocate_committed(4096, 64, {});
+  ASSERT_FALSE(reserved) << "memory was adopted under an identity past the end of the space";
+  EXPECT_EQ(reserved.error().kind(), BindingError::Kind::kIdentityExhausted);
+  EXPECT_EQ(probe->calls.load(), 1);
+  EXPECT_EQ(counting->release_calls.load(), counting->allocate_calls.load())
+      << "the reservation the registry could not record was not given back";
+}
+
+TEST_P(RegistryRules, APrefixOfAnotherRegistryIsForeign) {
+  covers("BIND-001");
+  auto other = *BindingRegistry::create();
+  auto context = *other.register_provider_context(info().device);
+  auto authority = *other.register_authority(info().device);
+  ASSERT_TRUE(other.register_allocator(context, authority, std::make_shared<CapabilityProbe>(watched_allocator())));
+  auto theirs = (**other.bind(info().device)->shared_mapping()).create_shared_prefix(64);
+  ASSERT_TRUE(theirs);
+  auto mine = **binding_->shared_mapping();
+  auto target = binding_->allocate(4096, 64);
+  ASSERT_TRUE(target);
+  const int calls = probe_->calls.load();
+  auto priced = mine.incremental_owned_bytes(*theirs);
+  ASSERT_FALSE(priced);
+  EXPECT_EQ(priced.error().kind(), BindingError::Kind::kForeignRegistry) << priced.error().message();
+  EXPECT_EQ(priced.error().subject(), "shared prefix");
+  auto mapped = mine.commit_shared_prefix(*theirs, *target, 0);
+  ASSERT_FALSE(mapped);
+  EXPECT_EQ(mapped.error().kind(), BindingError::Kind::kForeignRegistry) << mapped.error().message();
+  EXPECT_EQ(probe_->calls.load(), calls) << "another registry's prefix reached the capability";
+  ASSERT_TRUE(binding_->release(std::move(*target)));
+}
+
+TEST_P(RegistryRules, NoCapabilityIsAskedAnythingAfterDeviceLoss) {
+  covers("TEAR-004");
+  auto vb = **binding_->virtual_backing();
+  auto sm = **binding_->shared_mapping();
+  auto allocation = binding_->allocate(4096, 64);
+  ASSERT_TRUE(allocation);
+  auto prefix = sm.create_shared_prefix(64);
+  ASSERT_TRUE(prefix);
+  auto view = allocation->view(0, 64);
+  ASSERT_TRUE(view);
+  ASSERT_TRUE(registry_->invalidate_device(info().device, "test: lost under a capability"));
+  const int calls = probe_->calls.load();
+  const int queries = probe_->queries.load();
+  const auto lost = [](const auto& refused) {
+    ASSERT_FALSE(refused) << "a capability call on a lost device succeeded";
+    EXPECT_EQ(refused.error().kind(), BindingError::Kind::kDeviceLost) << refused.error().message();
+    EXPECT_EQ(refused.error().loss_reason(), "test: lost under a capability");
+  };
+  lost(vb.allocate_committed(4096, 64, {}));
+  lost(vb.commit(*allocation, 0, 4096));
+  lost(vb.decommit(*allocation, 0, 4096));
+  lost(vb.committed_bytes(*allocation));
+  lost(vb.mapped_bytes_for_allocation(4096, 64));
+  lost(sm.create_shared_prefix(64));
+  lost(sm.incremental_owned_bytes(*prefix));
+  lost(sm.commit_shared_prefix(*prefix, *allocation, 0));
+  EXPECT_EQ(probe_->calls.load(), calls) << "a capability acted on a lost device";
+  EXPECT_EQ(probe_->queries.load(), queries) << "a capability was asked about a lost device";
+  // Nor is the binding's own path to memory open: discovery, views, adoption.
+  lost(binding_->virtual_backing());
+  lost(binding_->shared_mapping());
+  lost(allocation->view(0, 64));
+  bool called = false;
+  lost(binding_->with_view(*view, [&](ValidatedMemoryView) { called = true; }));
+  EXPECT_FALSE(called) << "a view of a lost device reached its callback";
+  void* raw = nullptr;
+  {
+    ORTMEM_CTS_PRECONDITION();
+    auto memory = probe_->inner().allocate(64, 8);
+    ASSERT_TRUE(memory);
+    raw = *memory;
+  }
+  lost(binding_->adopt_allocation(raw, 64, 8));
+  ORTMEM_CTS_PRECONDITION();
+  EXPECT_TRUE(probe_->inner().release(raw, 64, 8).is_complete());
 }
 
 TEST_P(RegistryRules, ReleaseRunsUnlockedAndCompleteBecomesReleased) {
@@ -179,6 +345,9 @@ TEST_P(RegistryRules, AnAllocatorQuarantineIsRecordedWithItsResidual) {
   auto released = binding_->release(std::move(*allocation));
   ASSERT_FALSE(released);
   EXPECT_EQ(released.error().error().kind(), BindingError::Kind::kReleaseQuarantined);
+  ORTMEM_CTS_EXPECT_NAMES(released.error().error(), {.kind = BindingError::Kind::kReleaseQuarantined,
+                                                     .allocation = copy.identity(),
+                                                     .retained_bytes = 4096});
   ASSERT_TRUE(released.error().is_quarantined());
   EXPECT_EQ(released.error().state(), AllocationReleaseState::kPartiallyUnmapped);
   EXPECT_TRUE(retains_ownership(released.error().state()));
@@ -194,6 +363,8 @@ TEST_P(RegistryRules, AnAllocatorQuarantineIsRecordedWithItsResidual) {
   auto again = binding_->release(copy);
   ASSERT_FALSE(again);
   EXPECT_EQ(again.error().error().kind(), BindingError::Kind::kStaleAllocation);
+  ORTMEM_CTS_EXPECT_NAMES(again.error().error(),
+                          {.kind = BindingError::Kind::kStaleAllocation, .allocation = copy.identity()});
   EXPECT_EQ(registry_->snapshot(mechanism_)->quarantined_allocations, 1U);
   probe_->scripted_release = nullptr;
 }

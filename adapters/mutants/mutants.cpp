@@ -9,6 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
 
 #include "host/host_variant.hpp"
 #include "mutant_allocator.hpp"
@@ -120,6 +123,42 @@ class FailedAfterFree final : public MutantAllocator {
     auto outcome = reference_.release(ptr, bytes, align);
     return outcome.is_complete() ? AllocationReleaseOutcome::failed("mutant: freed but says unchanged") : outcome;
   }
+};
+
+// Releases of blocks of 32 MiB or more report Complete but keep the block (a
+// free lost on the large-block path): the memory goes back only when the
+// allocator is destroyed. A second release of a kept block is Failed, as it
+// would be had the block gone.
+class LargeReleaseKeepsBlock final : public MutantAllocator {
+ public:
+  static constexpr std::size_t kLarge = std::size_t{32} << 20;
+
+  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
+    auto ptr = reference_.allocate(bytes, align);
+    if (ptr && bytes >= kLarge) {
+      const std::lock_guard lock(mutex_);
+      large_[*ptr] = {bytes, align};
+    }
+    return ptr;
+  }
+  AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
+    {
+      const std::lock_guard lock(mutex_);
+      if (kept_.contains(ptr)) return AllocationReleaseOutcome::failed("mutant: not a live allocation; nothing changed");
+      if (const auto found = large_.find(ptr);
+          found != large_.end() && found->second.first == bytes && found->second.second == align) {
+        large_.erase(found);
+        kept_.insert(ptr);
+        return AllocationReleaseOutcome::complete(ReleaseAccounting::eager(bytes));
+      }
+    }
+    return reference_.release(ptr, bytes, align);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<void*, std::pair<std::size_t, std::size_t>> large_;
+  std::unordered_set<void*> kept_;
 };
 
 // Reports Complete for releases that name no live allocation.
@@ -471,6 +510,7 @@ void register_mutant_adapters() {
   add<WithAllocator<WrongAccounting>>("mutant:wrong-accounting");
   add<WithAllocator<FailedAfterFree>>("mutant:failed-after-free");
   add<WithAllocator<UnknownComplete>>("mutant:unknown-complete");
+  add<WithAllocator<LargeReleaseKeepsBlock>>("mutant:large-release-keeps-block");
   add<WithAllocator<UnstableDiscovery>>("mutant:unstable-discovery");
   add<WithAllocator<WanderingDevice>>("mutant:wandering-device");
   add<WithAllocator<ReasonlessFailure>>("mutant:reasonless-failure");

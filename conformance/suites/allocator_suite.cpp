@@ -373,6 +373,46 @@ TEST_P(Allocator, LegacyDeallocateGivesTheAllocationBack) {
   EXPECT_TRUE(allocator_->release(ptr, 512, 16).is_failed()) << "deallocate did not give the allocation back";
 }
 
+// Test double: an allocator written before the structured release, with only
+// the legacy entry point; it gives blocks back through the adapter's
+// allocator. Its release() is the contract's default, which ALLOC-022 judges.
+class LegacyOnlyAllocator final : public DeviceAllocator {
+ public:
+  explicit LegacyOnlyAllocator(DeviceAllocator& inner) : inner_(inner) {}
+  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
+    return inner_.allocate(bytes, align);
+  }
+  void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
+    deallocated_ = true;
+    given_back_ = inner_.release(ptr, bytes, align).is_complete();
+  }
+  [[nodiscard]] DeviceKey device() const noexcept override { return inner_.device(); }
+  bool deallocated_ = false;
+  bool given_back_ = false;  // whether the adapter's allocator took the block back: ALLOC-017's to judge
+
+ private:
+  DeviceAllocator& inner_;
+};
+
+TEST_P(Allocator, TheDefaultReleaseOfALegacyAllocatorDeallocates) {
+  covers("ALLOC-022");
+  LegacyOnlyAllocator legacy(*allocator_);
+  auto ptr = legacy.allocate(768, 64);
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(ptr) << ptr.error().message();
+  }
+  const AllocationReleaseOutcome outcome = legacy.release(*ptr, 768, 64);
+  EXPECT_TRUE(legacy.deallocated_) << "the default release did not call deallocate";
+  {
+    ORTMEM_CTS_PRECONDITION();
+    EXPECT_TRUE(legacy.given_back_) << "the adapter's allocator did not take the block back";
+  }
+  ASSERT_TRUE(outcome.is_complete()) << outcome.describe();
+  EXPECT_EQ(outcome.accounting()->allocation_bytes, 768U);
+  EXPECT_EQ(outcome.unmapped_bytes(), 0U) << "a legacy deallocate reports no unmapped bytes, so none may be claimed";
+}
+
 // The blocks every churning thread holds, so that two threads handed the
 // same bytes show as an overlap (ALLOC-006), not as a race.
 class LiveSet {

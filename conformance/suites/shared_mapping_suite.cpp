@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "ortmem/capability.hpp"
+#include "support/process_memory.hpp"
 #include "support/suite.hpp"
 
 namespace ortmem::cts {
@@ -203,6 +204,93 @@ TEST_P(SharedMappingSuite, PhysicalBytesLiveUntilTheLastHolderInEitherOrder) {
     std::erase_if(live_, [&](const auto& entry) { return entry.first == ptr; });
     EXPECT_TRUE(holds(owner_window(*shared), granule_, 0x6E)) << "the bytes went with the mapping while the handle remained";
   }
+}
+
+// A commit over a mapped prefix may be refused, changing nothing: the
+// mapping still shows the prefix and still refuses writes. Or it may succeed,
+// and then its range is writable like any committed range (VB-002), by memory
+// of the target's own: the write must not reach the prefix (SM-008). A
+// success that maps nothing leaves a range the caller was told it may write
+// that faults when written.
+TEST_P(SharedMappingSuite, ACommitOverAMappingIsRefusedOrMakesTheRangeWritable) {
+  covers("VB-002", "VB-005", "SM-007", "SM-008");
+  VirtualBacking* backing = allocator_->as_virtual_backing();
+  if (backing == nullptr) GTEST_SKIP() << std::string(kNotApplicable) << "targets are not virtual-backing allocations";
+  const std::size_t bytes = 2 * granule_;
+  void* ptr = target(bytes);
+  auto shared = prefix(granule_);
+  ASSERT_TRUE(shared && ptr);
+  adapter().memory().fill(owner_window(*shared), granule_, 0x2C);
+  ASSERT_TRUE(mapping_->commit_shared_prefix(*shared, ptr, bytes, 0));
+  const std::size_t before = backing->allocation_committed_bytes(ptr, bytes, 64);
+  const auto done = backing->commit_allocation_range(ptr, bytes, 64, 0, granule_);
+  const WriteProbe probe = adapter().memory().probe_write(ptr, 0x91);
+  if (!done) {
+    {
+      ORTMEM_CTS_CHECKING("VB-005");
+      EXPECT_EQ(backing->allocation_committed_bytes(ptr, bytes, 64), before)
+          << "a refused commit changed the committed bytes";
+    }
+    {
+      ORTMEM_CTS_CHECKING("SM-007");
+      EXPECT_TRUE(holds(ptr, granule_, 0x2C)) << "after a refused commit over it the mapping no longer shows the prefix";
+    }
+    ORTMEM_CTS_CHECKING("SM-008");
+    EXPECT_FALSE(probe.outcome == WriteProbe::Outcome::kAllowed)
+        << "after a refused commit over it the mapping lets writes through: " << probe.detail;
+    return;
+  }
+  {
+    ORTMEM_CTS_CHECKING("VB-002");
+    EXPECT_GE(backing->allocation_committed_bytes(ptr, bytes, 64), granule_)
+        << "a commit reported done is not counted in the committed bytes";
+    ASSERT_FALSE(probe.outcome == WriteProbe::Outcome::kRefused)
+        << "a commit over a mapping reported done, yet the range refuses writes: " << probe.detail;
+  }
+  adapter().memory().fill(ptr, granule_, 0x91);
+  {
+    ORTMEM_CTS_CHECKING("VB-002");
+    EXPECT_TRUE(holds(ptr, granule_, 0x91)) << "the committed range does not keep what was written";
+  }
+  ORTMEM_CTS_CHECKING("SM-008");
+  EXPECT_TRUE(holds(owner_window(*shared), granule_, 0x2C))
+      << "a write into a range committed over a mapping reached the shared prefix";
+}
+
+// "Freed exactly once, when the last of them goes": on the host tier the
+// kernel's books show a prefix whose last holder leaves its memory behind.
+// 64 cycles of an 8 MiB prefix mapped into a target, its holders dropped in
+// alternating order, would leave 512 MiB of address space and 64 descriptors
+// behind if either order forgot the memory; freed once, nothing grows.
+TEST_P(SharedMappingSuite, TheLastHolderFreesThePrefixMemoryInEitherOrder) {
+  covers("SM-009");
+  if (info().device.tier != Tier::kHost) {
+    GTEST_SKIP() << std::string(kNotApplicable) << "device memory is not in the process's address space";
+  }
+  constexpr int kCycles = 64;
+  const std::size_t bytes = std::max<std::size_t>((8u << 20) / granule_, 1) * granule_;
+  const std::size_t start_bytes = mapped_bytes_now();
+  const std::size_t start_descriptors = open_descriptors_now();
+  for (int cycle = 0; cycle < kCycles; ++cycle) {
+    void* ptr = target(bytes);
+    auto shared = prefix(bytes);
+    ASSERT_TRUE(shared && ptr);
+    adapter().memory().fill(owner_window(*shared), 4096, 0x7F);
+    ASSERT_TRUE(mapping_->commit_shared_prefix(*shared, ptr, bytes, 0));
+    if (cycle % 2 == 0) shared.reset();
+    ASSERT_TRUE(allocator_->release(ptr, bytes, 64).is_complete());
+    std::erase_if(live_, [&](const auto& entry) { return entry.first == ptr; });
+    shared.reset();
+  }
+  const std::size_t end_bytes = mapped_bytes_now();
+  const std::size_t grown = end_bytes > start_bytes ? end_bytes - start_bytes : 0;
+  EXPECT_LT(grown, kCycles * bytes / 2) << "after " << kCycles << " prefixes of " << (bytes >> 20)
+                                        << " MiB lost their last holder the process maps " << (grown >> 20)
+                                        << " MiB more: the prefix memory was not freed";
+  const std::size_t end_descriptors = open_descriptors_now();
+  EXPECT_LT(end_descriptors, start_descriptors + kCycles / 2)
+      << "after " << kCycles << " prefixes lost their last holder the process has "
+      << end_descriptors - start_descriptors << " more open descriptors: the prefix memory was not freed";
 }
 
 ORTMEM_CTS_INSTANTIATE(SharedMappingSuite);

@@ -18,9 +18,9 @@
 // read back; the whole allocation is read back before it is released, and the
 // release is judged by its outcome's fields (ALLOC-017, VB-009).
 //
-// A second test injects faults (FaultInjection) into decommit and release and
-// judges what comes back by the facts each outcome states (VB-008,
-// ALLOC-017..020, VB-009).
+// A second test injects faults (FaultInjection) into commit, decommit and
+// release and judges what comes back by the facts each outcome states (VB-005,
+// VB-008, ALLOC-017..020, VB-009).
 // GoogleTest first: rapidcheck/gtest.h uses its macros.
 #include "support/byte_runs.hpp"
 #include "support/model_check.hpp"
@@ -62,7 +62,8 @@ struct Reservation {
 
 struct Model {
   std::size_t granule = 0;
-  bool decommit_faults = false;  // the adapter arms FaultPoint::kDecommit
+  bool commit_faults = false;    // the adapter arms FaultPoint::kCommit
+  bool decommit_faults = false;  // FaultPoint::kDecommit
   bool release_faults = false;   // and FaultPoint::kReleaseUnmap
   std::map<int, Reservation> live;
   std::size_t retired = 0;  // reserved bytes a fault-injected release may have left quarantined
@@ -286,12 +287,23 @@ struct Reserve final : Command {
     }
     const std::size_t count = *rc::gen::weightedOneOf<std::size_t>(
         {{4, rc::gen::inRange<std::size_t>(0, 4)}, {1, rc::gen::inRange<std::size_t>(4, 17)}});
+    // Now and then a long list only in the first and last granules, so
+    // that the granules between are committed by no range.
+    const std::size_t g = model.granule;
+    const std::size_t last = (model.granules(bytes) - 1) * g;
+    const bool ends_only = count > 3 && last >= 2 * g && *rc::gen::arbitrary<bool>();
     for (std::size_t i = 0; i < count; ++i) {
-      const std::size_t begin = edge_offset(bytes, model.granule);
+      if (ends_only) {
+        const std::size_t base = i % 2 == 0 ? 0 : last;
+        const std::size_t begin = base + edge_offset(std::min(bytes - base, g), g);
+        listed.push_back({begin, begin + edge_length(std::min(bytes, base + g) - begin, g)});
+        continue;
+      }
+      const std::size_t begin = edge_offset(bytes, g);
       // Many ranges are kept short: a list is about how ranges combine,
       // and each listed byte is written.
-      const std::size_t room = count > 3 ? std::min(bytes - begin, model.granule + 1) : bytes - begin;
-      listed.push_back({begin, begin + edge_length(room, model.granule)});
+      const std::size_t room = count > 3 ? std::min(bytes - begin, g + 1) : bytes - begin;
+      listed.push_back({begin, begin + edge_length(room, g)});
     }
   }
   void checkPreconditions(const Model& model) const override {
@@ -648,31 +660,44 @@ struct InvalidCall final : Command {
   }
   void apply(Model&) const override {}
 
-  // The call, true when it was refused.
-  [[nodiscard]] bool refused(System& system) const {
-    VirtualBacking& backing = *system.backing;
+  // The (address, size, alignment) a per-allocation call names.
+  struct Named {
+    void* ptr;
+    std::size_t bytes;
+    std::size_t align;
+  };
+  [[nodiscard]] Named named(System& system) const {
     alignas(4096) static unsigned char not_ours[4096];
-    const auto commit_or_decommit = [&](void* ptr, std::size_t bytes, std::size_t align) {
-      return decommit ? !backing.decommit_allocation_range(ptr, bytes, align, offset, length).has_value()
-                      : !backing.commit_allocation_range(ptr, bytes, align, offset, length).has_value();
-    };
     switch (kind) {
-      case Kind::kNotAllocation: return commit_or_decommit(not_ours, sizeof not_ours, 64);
+      case Kind::kNotAllocation: return {not_ours, sizeof not_ours, 64};
       case Kind::kReleased: {
         for (auto it = system.released.rbegin(); it != system.released.rend(); ++it) {
           const bool reused = std::any_of(system.live.begin(), system.live.end(),
                                           [&](const auto& entry) { return entry.second.ptr == it->ptr; });
-          if (!reused) return commit_or_decommit(it->ptr, it->bytes, it->align);
+          if (!reused) return {it->ptr, it->bytes, it->align};
         }
-        return commit_or_decommit(not_ours, sizeof not_ours, 64);
+        return {not_ours, sizeof not_ours, 64};
       }
+      case Kind::kInterior: return {system.at(id, interior), stated_bytes, stated_align};
+      default: return {system.live.at(id).ptr, stated_bytes, stated_align};
+    }
+  }
+  // (A live address named with another size or alignment is left out: a
+  // query that finds the allocation by its address alone misleads nobody.)
+  [[nodiscard]] bool names_no_live_address() const {
+    return kind == Kind::kNotAllocation || kind == Kind::kReleased || kind == Kind::kInterior;
+  }
+
+  // The call, true when it was refused.
+  [[nodiscard]] bool refused(System& system) const {
+    VirtualBacking& backing = *system.backing;
+    switch (kind) {
       case Kind::kReserveOutside: {
         auto ptr = backing.allocate_committed(stated_bytes, 64, std::span<const ByteRange>(&listed, 1));
         if (!ptr) return true;
         (void)system.allocator->release(*ptr, stated_bytes, 64);
         return false;
       }
-      case Kind::kInterior: return commit_or_decommit(system.at(id, interior), stated_bytes, stated_align);
       case Kind::kEstimatePastEnd:
       case Kind::kBatchBadFirst: {
         std::vector<AllocationCommitRange> ranges{system.range(id, offset, length)};
@@ -680,13 +705,24 @@ struct InvalidCall final : Command {
         if (kind == Kind::kBatchBadFirst) return !backing.commit_allocation_ranges(ranges).has_value();
         return !backing.mapped_bytes_for_allocation_ranges(ranges).has_value();
       }
-      default: return commit_or_decommit(system.live.at(id).ptr, stated_bytes, stated_align);
+      default: {
+        const Named call = named(system);
+        return decommit ? !backing.decommit_allocation_range(call.ptr, call.bytes, call.align, offset, length).has_value()
+                        : !backing.commit_allocation_range(call.ptr, call.bytes, call.align, offset, length).has_value();
+      }
     }
   }
   void run(const Model& model, System& system) const override {
     ORTMEM_CTS_RC_ASSERT("VB-007", refused(system));
     system.check_committed(model, "VB-007");
     if (id >= 0) ORTMEM_CTS_RC_ASSERT("VB-007", system.matches(model, id, 0, model.live.at(id).bytes));
+    // The committed-bytes query cannot return an error: naming no live
+    // allocation, its refusal is 0, never the bytes of whatever lies there.
+    if (names_no_live_address()) {
+      const Named call = named(system);
+      expect_equal("VB-007", "allocation_committed_bytes of an identity that is not a live allocation",
+                   system.backing->allocation_committed_bytes(call.ptr, call.bytes, call.align), std::size_t{0});
+    }
   }
   void show(std::ostream& os) const override {
     static const char* const names[] = {"commit past the end",  "decommit past the end", "range after the end",
@@ -861,6 +897,89 @@ struct FaultyDecommit final : Command {
   void show(std::ostream& os) const override { os << "decommit_allocation_range " << piece << ", call " << nth << " failing"; }
 };
 
+// How many granules a commit of `piece` must map: touched by it, mapped by
+// nothing yet.
+std::size_t unmapped_under(const Model& model, const Piece& piece) {
+  if (piece.length == 0) return 0;
+  const Reservation& r = model.live.at(piece.id);
+  std::size_t unmapped = 0;
+  for (std::size_t g = piece.offset / model.granule; g <= (piece.offset + piece.length - 1) / model.granule; ++g) {
+    unmapped += model.mapped(r, g) ? 0 : 1;
+  }
+  return unmapped;
+}
+
+// A commit whose nth mapping step fails. nth is at most the granules it must
+// map: the fault is sure to fire for nth up to their runs (each mapping call
+// covers one contiguous range), and beyond that fires in a mechanism that
+// maps granule by granule, after some are mapped, so its undo is judged. A
+// failed commit is not in the sequence of successful commits committed bytes
+// follow (VB-005): it must leave them, and every committed byte's value, as
+// they were. A success is a claim the commit was done anyway, judged as any
+// commit (VB-002); the bytes it added are then decommitted again, as the
+// model never gained them.
+struct FaultyCommit final : Command {
+  Piece piece;
+  std::size_t nth;
+  explicit FaultyCommit(const Model& model) : piece(any_piece(model)) {
+    // Often to the end, so that several granules need mapping.
+    if (*rc::gen::arbitrary<bool>()) piece.length = model.live.at(piece.id).bytes - piece.offset;
+    const std::size_t unmapped = unmapped_under(model, piece);
+    RC_PRE(unmapped > 0);
+    nth = *rc::gen::inRange<std::size_t>(1, std::min<std::size_t>(unmapped, 4) + 1);
+  }
+  void checkPreconditions(const Model& model) const override {
+    RC_PRE(model.commit_faults);
+    RC_PRE(fits(model, piece));
+    RC_PRE(unmapped_under(model, piece) >= nth);
+  }
+  void apply(Model&) const override {}
+  void run(const Model& model, System& system) const override {
+    const AllocationCommitRange range = system.range(piece.id, piece.offset, piece.length);
+    ORTMEM_CTS_RC_PRECONDITION(system.adapter.faults()->arm(FaultPoint::kCommit, nth));
+    const auto done =
+        system.backing->commit_allocation_range(range.ptr, range.allocation_bytes, range.align, range.offset, range.bytes);
+    system.adapter.faults()->clear();
+    if (!done) {
+      system.check_committed(model, "VB-005");
+      ORTMEM_CTS_RC_ASSERT("ALLOC-015", system.matches(model, piece.id, 0, model.live.at(piece.id).bytes));
+      return;
+    }
+    Model after = model;
+    after.live.at(piece.id).committed.assign(piece.offset, piece.offset + piece.length, value_of(model.writes));
+    const std::size_t seen = system.committed(piece.id);
+    if (seen < after.committed_bytes(piece.id)) {
+      expect_equal("VB-002", "committed bytes after a commit reported done despite the fault", seen,
+                   after.committed_bytes(piece.id));
+    }
+    expect_equal("VB-005", "committed bytes after a commit reported done despite the fault", seen,
+                 after.committed_bytes(piece.id));
+    // Only the bytes the model lacked are written and taken back: those it
+    // has keep their values.
+    std::vector<std::pair<std::size_t, std::size_t>> gaps;
+    std::size_t cursor = piece.offset;
+    model.live.at(piece.id).committed.each(piece.offset, piece.offset + piece.length,
+                                           [&](std::size_t from, std::size_t to, std::uint8_t) {
+                                             if (from > cursor) gaps.emplace_back(cursor, from);
+                                             cursor = to;
+                                           });
+    if (cursor < piece.offset + piece.length) gaps.emplace_back(cursor, piece.offset + piece.length);
+    for (const auto& [from, to] : gaps) {
+      system.adapter.memory().fill(system.at(piece.id, from), to - from, value_of(model.writes));
+      ORTMEM_CTS_RC_ASSERT("VB-002", system.holds(system.at(piece.id, from), to - from, value_of(model.writes)));
+    }
+    ORTMEM_CTS_RC_ASSERT("ALLOC-015", system.matches(model, piece.id, 0, model.live.at(piece.id).bytes));
+    for (const auto& [from, to] : gaps) {
+      ORTMEM_CTS_RC_ASSERT("VB-003", system.backing
+                                         ->decommit_allocation_range(range.ptr, range.allocation_bytes, range.align,
+                                                                     from, to - from)
+                                         .has_value());
+    }
+    system.check_committed(model, "VB-005");
+  }
+  void show(std::ostream& os) const override { os << "commit_allocation_range " << piece << ", call " << nth << " failing"; }
+};
+
 // A release whose nth unmap step fails. How many steps a release takes is
 // the adapter's business, so any of the three outcomes may come back; each is
 // judged by what it claims, against the model's mapped bytes.
@@ -960,16 +1079,17 @@ TEST_P(VirtualBackingModel, InjectedFaultsAreReportedHonestly) {
   }
   initial.decommit_faults = arms(FaultPoint::kDecommit);
   initial.release_faults = arms(FaultPoint::kReleaseUnmap);
-  if (!initial.decommit_faults && !initial.release_faults) {
-    GTEST_SKIP() << kNotApplicable << "the adapter arms neither a decommit nor a release fault";
+  initial.commit_faults = arms(FaultPoint::kCommit);
+  if (!initial.decommit_faults && !initial.release_faults && !initial.commit_faults) {
+    GTEST_SKIP() << kNotApplicable << "the adapter arms no commit, decommit or release fault";
   }
   check_model([&] {
     System system(adapter());
     ORTMEM_CTS_RC_PRECONDITION(system.backing != nullptr);
     rc::state::check(initial, system,
-                     rc::state::gen::execOneOfWithArgs<Reserve, Reserve, Commit<false>, Commit<false>, Decommit, FaultyDecommit,
-                                                       FaultyDecommit, FaultyRelease, FaultyRelease, Release,
-                                                       CheckContent>());
+                     rc::state::gen::execOneOfWithArgs<Reserve, Reserve, Commit<false>, Commit<false>, Decommit, FaultyCommit,
+                                                       FaultyDecommit, FaultyDecommit, FaultyRelease, FaultyRelease,
+                                                       Release, CheckContent>());
   });
 }
 

@@ -13,6 +13,13 @@ rm -f "$report"
 # isolation modes), not how deep the models look, so they take a small one:
 # under TSan the full budget made this one test cost over two minutes.
 small=(--model-runs 5 --model-length 20)
+# A run that must be conformant: when it is not, say which run and what failed
+# (set -e alone would end the test without a word).
+certify() {
+  local out=$reports/certify.out code=0
+  "$runner" run --adapter host "$@" >"$out" 2>&1 || code=$?
+  [[ $code -eq 0 ]] || { echo "ortmem-cts run --adapter host $* exited $code:"; tail -n 40 "$out"; exit 1; }
+}
 # shellcheck disable=SC2086 # the budget is words
 "$runner" run --adapter host ${ORTMEM_TEST_MODEL_BUDGET:-} --jobs 1 --report "$report" >"$reports/host.out"
 "$python" - "$report" "$schema" <<'PY'
@@ -40,7 +47,7 @@ rm -f "$reports/key.sec" "$reports/key.pub" "$reports/other.sec" "$reports/other
 "$runner" report keygen --secret "$reports/key.sec" --public "$reports/key.pub" >/dev/null
 "$runner" report keygen --secret "$reports/other.sec" --public "$reports/other.pub" >/dev/null
 [[ $(stat -c %a "$reports/key.sec") == 600 ]] || { echo "the secret key is not 0600"; exit 1; }
-"$runner" run --adapter host "${small[@]}" --jobs 1 --quiet --sign "$reports/key.sec" --report "$reports/signed.json" >/dev/null
+certify "${small[@]}" --jobs 1 --quiet --sign "$reports/key.sec" --report "$reports/signed.json"
 "$runner" report verify "$reports/signed.json" --pubkey "$reports/key.pub" >/dev/null || { echo "a signed report does not verify"; exit 1; }
 code=0; "$runner" report verify "$reports/signed.json" --pubkey "$reports/other.pub" >/dev/null 2>&1 || code=$?
 [[ $code -eq 1 ]] || { echo "a report signed by another key: verify exit $code, expected 1"; exit 1; }
@@ -62,9 +69,9 @@ code=0
 [[ $code -eq 3 ]] || { echo "--profile core exited $code, expected 3 (partial: pins and deferred not judged)"; exit 1; }
 # The three modes run the same tests with the same outcomes.
 for mode in none test; do
-  "$runner" run --adapter host "${small[@]}" --isolate "$mode" --seed 99 --quiet --report "$reports/host-$mode.json" >/dev/null 2>&1
+  certify "${small[@]}" --isolate "$mode" --seed 99 --quiet --report "$reports/host-$mode.json"
 done
-"$runner" run --adapter host "${small[@]}" --seed 99 --quiet --report "$reports/host-group.json" >/dev/null 2>&1
+certify "${small[@]}" --seed 99 --quiet --report "$reports/host-group.json"
 "$python" - "$reports"/host-{none,test,group}.json <<'PY'
 import json, sys
 runs = [json.load(open(p)) for p in sys.argv[1:]]

@@ -69,7 +69,7 @@ class PreparedAllocationRelease {
   [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
   [[nodiscard]] std::size_t alignment() const noexcept { return align_; }
   // Already queued before any queue has seen it: the live record is gone.
-  [[nodiscard]] AllocationReleaseState state() const noexcept { return AllocationReleaseState::kQueued; }
+  [[nodiscard]] AllocationReleaseState state() const noexcept;
   // False only for a moved-from or consumed request.
   [[nodiscard]] bool is_armed() const noexcept { return armed_; }
 

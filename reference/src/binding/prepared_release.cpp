@@ -11,6 +11,8 @@ PreparedAllocationRelease::PreparedAllocationRelease(detail::BindingKey, std::sh
     : mechanism_(std::move(mechanism)), identity_(identity), slot_(slot), ptr_(ptr), bytes_(bytes), align_(align),
       armed_(true) {}
 
+AllocationReleaseState PreparedAllocationRelease::state() const noexcept { return AllocationReleaseState::kQueued; }
+
 PreparedAllocationRelease& PreparedAllocationRelease::operator=(PreparedAllocationRelease&& other) noexcept {
   if (this != &other) {
     abandon();

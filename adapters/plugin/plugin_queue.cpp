@@ -65,7 +65,9 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
     const std::size_t bytes = request.size();
     const std::size_t align = request.alignment();
     std::shared_ptr<plugin::PluginAllocator> allocator = lookup_(ptr, bytes, align);
-    if (allocator == nullptr || !allocator->releases_deferred()) {
+    // A request kept on a pin that claims nothing would wait where its
+    // context's teardown cannot see it (DQ-009).
+    if (allocator == nullptr || !allocator->releases_deferred() || !pin.holds_claim()) {
       return fail(DeferredEnqueueError(DeferredEnqueueRejection::kRefused, std::move(request)));
     }
     start(allocator);

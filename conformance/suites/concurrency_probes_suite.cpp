@@ -110,6 +110,47 @@ TEST_P(QueueConcurrency, EightThreadsEnqueuingLeaveAnExactPendingCountAndEachReq
   }
 }
 
+// DQ-002 when drains overlap: requests still run in the order they were
+// enqueued, each once, and each drain counts only what it ran. A queue whose
+// drains do not exclude one another runs two requests side by side, and the
+// later one's release often reaches the allocator first; one that counts a
+// drain it turned away as a run reports more runs than requests.
+TEST_P(QueueConcurrency, OverlappingDrainsRunEachRequestOnceInEnqueueOrder) {
+  covers("DQ-002");
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
+  auto queue = adapter().make_queue(*harness_->context, {});
+  ASSERT_NE(queue, nullptr);
+  const std::size_t total = std::min<std::size_t>(256, queue->capacity().value_or(256));
+  for (int round = 0; round < 8 && !HasFatalFailure(); ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const std::size_t ran_before = harness_->release_order(*queue).size();
+    queue->record_use();
+    std::vector<void*> enqueued;
+    {
+      ORTMEM_CTS_PRECONDITION();
+      for (std::size_t i = 0; i < total; ++i) {
+        auto allocation = binding().allocate_owning(48 + 16 * (i % 4), 16);
+        ASSERT_TRUE(allocation) << allocation.error().message();
+        enqueued.push_back(allocation->data());
+        auto disposition = std::move(*allocation).release_deferred(queue->queue());
+        ASSERT_TRUE(disposition && disposition->is_queued()) << "a queue with room refused request " << i;
+      }
+    }
+    queue->signal_fences();
+    std::atomic<std::size_t> counted{0};
+    together([&](int) { counted.fetch_add(queue->drain()); });
+    // A drain turned away while another ran may leave the rest to a later one.
+    counted.fetch_add(queue->drain());
+    ORTMEM_CTS_CHECKING("DQ-002");
+    EXPECT_EQ(counted.load(), total) << kThreads << " drains at once counted " << counted.load() << " runs of "
+                                     << total << " requests";
+    const std::vector<void*> order = harness_->release_order(*queue);
+    ASSERT_GE(order.size(), ran_before);
+    EXPECT_EQ(std::vector<void*>(order.begin() + static_cast<std::ptrdiff_t>(ran_before), order.end()), enqueued)
+        << "overlapping drains ran the requests out of enqueue order, or not each once";
+  }
+}
+
 void QueueConcurrency::fill_and_drain(QueueUnderTest& queue_under_test, int per_thread, std::size_t total) {
   QueueUnderTest* const queue = &queue_under_test;
   const std::size_t released_before = harness_->releases_run(queue_under_test);

@@ -65,10 +65,17 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
     const std::size_t bytes = request.size();
     const std::size_t align = request.alignment();
     std::shared_ptr<plugin::PluginAllocator> allocator = lookup_(ptr, bytes, align);
-    // A request kept on a pin that claims nothing would wait where its
-    // context's teardown cannot see it (DQ-009).
-    if (allocator == nullptr || !allocator->releases_deferred() || !pin.holds_claim()) {
+    if (allocator == nullptr || !allocator->releases_deferred()) {
       return fail(DeferredEnqueueError(DeferredEnqueueRejection::kRefused, std::move(request)));
+    }
+    // A request kept on a pin that is no claim on this queue's context would
+    // wait where that context's teardown cannot see it (DQ-009), so it waits
+    // on a claim of the queue's own. Replaced rather than refused: the
+    // plugin's own refusals (device lost, closed, full) must still win (DQ-006).
+    if (!pin.holds_claim() || pin.context() != pins_->context()) {
+      auto own = pins_->pin();
+      if (!own) return fail(DeferredEnqueueError(DeferredEnqueueRejection::kRefused, std::move(request)));
+      pin = std::move(*own);
     }
     start(allocator);
     std::uint64_t serial = 0;

@@ -26,6 +26,40 @@ class Deferred : public RegistrySuite {
   }
 
 
+  // Enqueues a fresh request with `pin`, which is no claim on the queue's
+  // context, and judges the answer (see APinThatClaimsNothingIsRefusedOrReplaced).
+  void expect_refused_or_pinned(ProviderContextPin pin) {
+    ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
+    expect_teardown_observes_pins();
+    if (HasFatalFailure()) return;
+    auto prepared = owner().prepare_release();
+    {
+      ORTMEM_CTS_PRECONDITION();
+      ASSERT_TRUE(prepared);
+    }
+    const AllocationIdentity identity = prepared->identity();
+    auto answer = queue_->queue().enqueue(std::move(*prepared), std::move(pin));
+    if (!answer) {
+      ORTMEM_CTS_CHECKING("DQ-005");
+      EXPECT_EQ(answer.error().request().identity(), identity) << "the request handed back is not the one given";
+      const auto outcome = std::move(answer.error()).take_request().execute();
+      EXPECT_TRUE(outcome.is_complete()) << "the handed-back request must still be executable: " << outcome.describe();
+      return;
+    }
+    harness_->context->begin_retirement();
+    {
+      ORTMEM_CTS_CHECKING("DQ-009");
+      EXPECT_FALSE(harness_->context->teardown(std::chrono::steady_clock::now()))
+          << "a request queued on a pin that is no claim on its context does not pin that context";
+    }
+    queue_->signal_fences();
+    {
+      ORTMEM_CTS_PRECONDITION();
+      EXPECT_EQ(queue_->drain(), 1U);
+    }
+    EXPECT_TRUE(harness_->context->teardown(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+  }
+
   std::unique_ptr<QueueUnderTest> queue_;
 };
 
@@ -227,44 +261,36 @@ TEST_P(Deferred, AQueuedRequestPinsItsContext) {
   EXPECT_TRUE(harness_->context->teardown(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
 }
 
-// DQ-009 with a pin that claims nothing (reset before it is handed over): a
-// queue that keeps the request on it would hold a request its context's
-// teardown cannot see. It must refuse, handing the request back whole
-// (DQ-005), or queue it under a claim of its own that teardown observes.
+// DQ-009 with a pin that is no claim on the queue's context (one reset
+// before it is handed over, or another context's): a queue that keeps the
+// request on it holds a request its context's teardown cannot see. It must
+// refuse, handing the request back whole (DQ-005), or queue it under a claim
+// of its own that teardown observes.
 TEST_P(Deferred, APinThatClaimsNothingIsRefusedOrReplaced) {
   covers("DQ-009", "DQ-005");
-  ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
-  expect_teardown_observes_pins();
-  if (HasFatalFailure()) return;
-  auto prepared = owner().prepare_release();
   auto pin = queue_->queue().pin_context();
   {
     ORTMEM_CTS_PRECONDITION();
-    ASSERT_TRUE(prepared);
     ASSERT_TRUE(pin) << pin.error().message();
   }
-  const AllocationIdentity identity = prepared->identity();
   pin->reset();
-  auto answer = queue_->queue().enqueue(std::move(*prepared), std::move(*pin));
-  if (!answer) {
-    ORTMEM_CTS_CHECKING("DQ-005");
-    EXPECT_EQ(answer.error().request().identity(), identity) << "the request handed back is not the one given";
-    const auto outcome = std::move(answer.error()).take_request().execute();
-    EXPECT_TRUE(outcome.is_complete()) << "the handed-back request must still be executable: " << outcome.describe();
-    return;
-  }
-  harness_->context->begin_retirement();
-  {
-    ORTMEM_CTS_CHECKING("DQ-009");
-    EXPECT_FALSE(harness_->context->teardown(std::chrono::steady_clock::now()))
-        << "a request queued with a pin that claims nothing does not pin its context";
-  }
-  queue_->signal_fences();
+  expect_refused_or_pinned(std::move(*pin));
+}
+
+TEST_P(Deferred, AnotherContextsPinIsRefusedOrReplaced) {
+  covers("DQ-009", "DQ-005");
+  IdentityIssuer issuer = *IdentityIssuer::create();
+  const auto other = adapter().make_context(*issuer.issue<ProviderContextIdentity>());
   {
     ORTMEM_CTS_PRECONDITION();
-    EXPECT_EQ(queue_->drain(), 1U);
+    ASSERT_NE(other, nullptr);
   }
-  EXPECT_TRUE(harness_->context->teardown(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+  auto pin = other->pins().pin();
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(pin) << pin.error().message();
+  }
+  expect_refused_or_pinned(std::move(*pin));
 }
 
 TEST_P(Deferred, QueuedOwnershipBlocksRemoveAndConfirmation) {

@@ -1,5 +1,8 @@
 // Identity and binding use (BIND), with the adapter's allocator registered in
 // the reference registry.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -144,6 +147,45 @@ TEST_P(Binding, AReusedAddressGetsANewGenerationAndOldMetadataStaysStale) {
   ORTMEM_CTS_EXPECT_NAMES(used.error(), {.kind = BindingError::Kind::kStaleAllocation, .allocation = stale.identity()});
   EXPECT_FALSE(called) << "a stale view reached its callback";
   for (auto& allocation : held) ASSERT_TRUE(binding().release(std::move(allocation)));
+}
+
+// BIND-002 across record shards: a registry may hand generations out from
+// blocks of serials that each shard reserves, and then a block's end is all
+// that keeps one shard's generations apart from the next block's. Threads
+// that allocate one after another take shards of their own; each allocates
+// past any block of a few hundred, so every block boundary is crossed, and no
+// two allocations may carry the same generation.
+TEST_P(Binding, GenerationsIssuedOnEveryShardAreNeverIssuedTwice) {
+  covers("BIND-002");
+  constexpr int kThreads = 3;
+  constexpr int kPerThread = 600;
+  std::vector<std::uint64_t> serials;
+  std::atomic<int> refused{0};
+  for (int t = 0; t < kThreads; ++t) {
+    std::thread([&] {
+      std::vector<BoundAllocation> held;
+      for (int i = 0; i < kPerThread; ++i) {
+        auto allocation = binding().allocate(32, 16);
+        if (!allocation) {
+          ++refused;
+          continue;
+        }
+        serials.push_back(allocation->identity().generation.opaque().serial());
+        held.push_back(std::move(*allocation));
+      }
+      for (auto& allocation : held) {
+        if (!binding().release(std::move(allocation))) ++refused;
+      }
+    }).join();
+  }
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_EQ(refused.load(), 0) << "the adapter's allocator refused or failed small allocations";
+  }
+  std::sort(serials.begin(), serials.end());
+  const auto twice = std::adjacent_find(serials.begin(), serials.end());
+  EXPECT_TRUE(twice == serials.end()) << "generation serial " << (twice == serials.end() ? 0 : *twice)
+                                      << " was issued to two allocations of " << serials.size();
 }
 
 TEST_P(Binding, CrossBindingUseIsBindingMismatchBeforeAnyCallback) {

@@ -405,15 +405,17 @@ def judge_sample(ran, committed, key_of, out):
     # Nor a kill that named no requirement (the certification exited 1 on a
     # crash, a hang or a flaky test, with no check failing): it says nothing
     # about a check that could have stopped killing.
-    def committed_kill(e):
-        result = standing(e, committed, key_of)[0] or {}
-        return result if result.get("status") == "killed" else None
-
-    raced = [e for e in ran if e["status"] == "survived" and e["operator"] == "lock-removal" and committed_kill(e)]
-    unnamed = [e for e in ran if e["status"] == "survived" and e not in raced and committed_kill(e)
-               and not any(a["failing"] for a in committed_kill(e)["adapters"])]
-    regressions = [e for e in ran if e["status"] == "survived" and e not in raced and e not in unnamed
-                   and committed_kill(e)]
+    raced, unnamed, regressions = [], [], []
+    for entry in ran:
+        kill = standing(entry, committed, key_of)[0] if entry["status"] == "survived" else None
+        if not kill or kill.get("status") != "killed":
+            continue
+        if entry["operator"] == "lock-removal":
+            raced.append(entry)
+        elif not any(adapter["failing"] for adapter in kill["adapters"]):
+            unnamed.append(entry)
+        else:
+            regressions.append(entry)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"score": score, "floor": floor, "ran": ran}, indent=2) + "\n")
     log(f"sample: {len(ran)} mutants, {detected} detected of {judged} judged, score {_cell(score)} (floor {floor:.1%})")

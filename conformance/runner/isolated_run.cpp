@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "child_protocol.hpp"
+#include "support/sanitizers.hpp"
 
 extern char** environ;
 
@@ -419,7 +420,7 @@ void prepare_child(long parent_pid, long memory_limit_mib) {
     files.rlim_cur = std::min<rlim_t>(files.rlim_max, 4096);
     ::setrlimit(RLIMIT_NOFILE, &files);
   }
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if !defined(ORTMEM_CTS_UNDER_ASAN) && !defined(ORTMEM_CTS_UNDER_TSAN)
   if (memory_limit_mib > 0) {
     const rlim_t bytes = static_cast<rlim_t>(memory_limit_mib) << 20;
     const rlimit memory{bytes, bytes};

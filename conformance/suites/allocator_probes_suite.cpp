@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "support/process_memory.hpp"
+#include "support/sanitizers.hpp"
 #include "support/suite.hpp"
 
 namespace ortmem::cts {
@@ -308,7 +309,7 @@ TEST_P(AllocatorProbe, CompletedReleasesGiveTheMemoryBack) {
 // over-aligned block it holds (about 4 GiB here, as much as the leak).
 TEST_P(AllocatorProbe, CompletedReleasesGiveTheAlignmentPaddingBack) {
   covers("ALLOC-017");
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(ORTMEM_CTS_UNDER_ASAN)
   GTEST_SKIP() << std::string(kNotApplicable) << "AddressSanitizer's quarantine keeps freed over-aligned mappings";
 #endif
   if (info().device.tier != Tier::kHost) {
@@ -334,7 +335,7 @@ TEST_P(AllocatorProbe, CompletedReleasesGiveTheAlignmentPaddingBack) {
 // breaks, and device memory is not bound by it.
 TEST_P(AllocatorProbe, TheSameCauseGivesTheSameWholeReasonAtEverySize) {
   covers("ALLOC-002");
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(ORTMEM_CTS_UNDER_ASAN) || defined(ORTMEM_CTS_UNDER_TSAN)
   GTEST_SKIP() << std::string(kNotApplicable) << "an address-space limit cannot be set under a sanitizer";
 #else
   if (info().device.tier != Tier::kHost) {

@@ -226,12 +226,16 @@ TEST_P(Pins, ConcurrentPinsKeepAnExactCount) {
     });
   }
   while (ready.load() < kThreads) std::this_thread::yield();
+  bool the_count_is_exact = true;
   if (auto outstanding = context_->outstanding_pins()) {
+    the_count_is_exact = *outstanding == static_cast<std::uint64_t>(kThreads * kHeld);
     EXPECT_EQ(*outstanding, static_cast<std::uint64_t>(kThreads * kHeld));
   }
   context_->begin_retirement();
   {
-    ORTMEM_CTS_CHECKING("PIN-006");
+    // A teardown reading a count that already drifted repeats the drift:
+    // only against an exact count is finishing with pins alive PIN-006's.
+    ORTMEM_CTS_CHECKING(the_count_is_exact ? "PIN-006" : "PIN-009");
     EXPECT_FALSE(context_->teardown(in(0ms))) << "teardown finished with pins alive";
   }
   release = true;

@@ -206,6 +206,8 @@ def summarize(mutants, results, equivalents, key_of):
     def empty():
         return {"generated": 0, "killed": 0, "timeout": 0, "survived": 0, "build-failure": 0, "equivalent": 0,
                 "not-run": 0, "carried": 0}
+    def located(mutant):
+        return {key: mutant[key] for key in ("id", "file", "line", "operator", "original", "replacement")}
     by_file, by_operator, total, survivors, justified, seconds = {}, {}, empty(), [], [], 0.0
     for mutant in mutants:
         result, current = standing(mutant, results, key_of)
@@ -222,11 +224,10 @@ def summarize(mutants, results, equivalents, key_of):
             table[status] += 1
             table["carried"] += result is not None and not current and status != "equivalent"
         if status == "equivalent":
-            justified.append({key: mutant[key] for key in ("id", "file", "line", "operator", "original", "replacement")}
-                             | {"reason": equivalents[mutant["id"]]})
+            justified.append(located(mutant) | {"reason": equivalents[mutant["id"]]})
         if status == "survived":
-            survivors.append({key: mutant[key] for key in ("id", "file", "line", "operator", "original", "replacement")}
-                             | {"adapters": [a["adapter"] for a in result["adapters"]], "carried": not current})
+            survivors.append(located(mutant) | {"adapters": [a["adapter"] for a in result["adapters"]],
+                                                "carried": not current})
     total["mutant-seconds"] = round(seconds, 1)
     for table in [*by_file.values(), *by_operator.values(), total]:
         judged = table["generated"] - table["build-failure"] - table["equivalent"] - table["not-run"]

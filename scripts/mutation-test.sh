@@ -21,10 +21,12 @@
 #
 #   bash scripts/mutation-test.sh --full [--file GLOB] [--operator OP]
 #       the campaign: every mutant without a current result, resumable;
-#       results and summary in reports/mutation/
+#       results and summary in reports/mutation/; removed locks are judged
+#       on a ThreadSanitizer build (--operator lock-removal runs only them)
 #   bash scripts/mutation-test.sh --sample-seconds S [--seed N]
-#       CI's sample: exits 1 when its score is under reports/mutation/floor.json
-#       or a mutant the committed campaign killed survives
+#       CI's sample (no removed locks: it has no TSan build): exits 1 when its
+#       score is under reports/mutation/floor.json or a mutant the committed
+#       campaign killed survives
 # Both need the default build's compile_commands.json (bash scripts/test.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

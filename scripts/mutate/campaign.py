@@ -25,6 +25,13 @@ the carried survivors (the results a stronger check can change), then the
 other carried results. Equivalent mutants are listed, each with its reason,
 in reports/mutation/equivalents.json.
 
+A removed lock (lock-removal) is judged by a ThreadSanitizer build of the
+kit: without a sanitizer it is caught only when a run happens to hit the
+race it opens, so a plain survival would say nothing about the checks. Its
+results carry the judge in their key, so a plain result of one is carried
+(judged again by --full), and the CI sample, which has no TSan build, leaves
+removed locks out.
+
 score = (killed + timed out) / (generated - build failures - equivalents - not run)
 """
 import argparse
@@ -60,6 +67,16 @@ RUN_FLAGS = ["--jobs", "1", "--timeout", "5", "--seed", "20261201", "--quiet"]
 # Past this, a certification is a hang the runner did not end (an honest one
 # takes a few seconds at -O0): counted as a timeout, which is a detection.
 CERTIFY_LIMIT_S = 120
+# Under TSan a test runs 5-15 times slower, and the model suites get the
+# budget the tsan preset gives them; a test past its deadline fails, so the
+# deadline must be far from any sound test's time.
+RACE_RUN_FLAGS = ["--jobs", "1", "--timeout", "60", "--model-runs", "20", "--model-length", "40", "--seed",
+                  "20261201", "--quiet"]
+RACE_CERTIFY_LIMIT_S = 1200
+RACE_OPERATOR = "lock-removal"
+# A race report ends the test's child at once, so the runner records a crash
+# charged to the test's requirements.
+RACE_ENVIRONMENT = {"TSAN_OPTIONS": "halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1"}
 STARTED = time.monotonic()
 PRINT = threading.Lock()
 
@@ -114,7 +131,8 @@ def file_hash(path):
 
 
 def result_key(mutant, checks):
-    return file_hash(mutant["file"]) + "-" + checks
+    judge = "-tsan" if mutant["operator"] == RACE_OPERATOR else ""
+    return file_hash(mutant["file"]) + "-" + checks + judge
 
 
 def standing(mutant, results, key_of):
@@ -139,10 +157,12 @@ def load_results(path):
 
 class Worker:
     """A scratch copy of the tree with its own build (scratch.py), sharing
-    the ccache: the second worker's first build is all hits."""
+    the ccache: the second worker's first build is all hits. A race worker's
+    build is instrumented by ThreadSanitizer."""
 
-    def __init__(self, base, files):
-        self.tree, self.build = scratch.make_tree(base, files)
+    def __init__(self, base, files, races=False):
+        self.races = races
+        self.tree, self.build = scratch.make_tree(base, files, thread_sanitizer=races)
         self.reports = base / "reports"
         self.reports.mkdir(parents=True, exist_ok=True)
 
@@ -155,12 +175,14 @@ class Worker:
         report = self.reports / "mutant.json"
         report.unlink(missing_ok=True)
         runner = self.build / SCOPE["runner_of"][adapter]
+        flags, limit = (RACE_RUN_FLAGS, RACE_CERTIFY_LIMIT_S) if self.races else (RUN_FLAGS, CERTIFY_LIMIT_S)
         # In a session of its own, so a hang is ended with every child the
         # runner isolated tests in, not just the runner.
-        run = subprocess.Popen([str(runner), "run", "--adapter", adapter, *RUN_FLAGS, "--report", str(report)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        run = subprocess.Popen([str(runner), "run", "--adapter", adapter, *flags, "--report", str(report)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                               env=dict(os.environ, **RACE_ENVIRONMENT) if self.races else None)
         try:
-            code = run.wait(timeout=CERTIFY_LIMIT_S)
+            code = run.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             os.killpg(run.pid, signal.SIGKILL)
             run.wait()
@@ -196,6 +218,8 @@ class Worker:
         finally:
             target.write_text(original)
         outcome["seconds"] = round(time.monotonic() - began, 1)
+        if self.races:
+            outcome["judge"] = "thread-sanitizer"
         return outcome
 
 
@@ -335,48 +359,33 @@ def main():
     else:
         seed = args.seed if args.seed is not None else int(subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout[:8] or "0", 16)
-        todo = [m for m in mutants if m["id"] not in equivalents]
+        todo = [m for m in mutants if m["id"] not in equivalents and m["operator"] != RACE_OPERATOR]
         random.Random(seed).shuffle(todo)
         deadline = time.monotonic() + args.sample_seconds
         log(f"sample of the {len(todo)} generated mutants, seed {seed}, for {args.sample_seconds:.0f} s")
     log(f"{len(mutants)} mutants generated; {len(todo)} to run with {args.workers} workers")
 
     RESULTS.mkdir(parents=True, exist_ok=True)
-    base = pathlib.Path(tempfile.mkdtemp(prefix="ortmem-campaign-"))
     ran, lock = [], threading.Lock()
-    try:
-        log("building the unmutated kit in each worker's scratch copy")
-        workers = [Worker(base / f"worker{i}", files) for i in range(args.workers)]
-        for worker in workers:
-            ok, output = worker.make(["ortmem-cts", "ortmem-cts-mutants"], jobs=None)
-            if not ok:
-                log(output)
-                return 2
-        queue = list(todo)
 
-        def work(worker):
-            while True:
-                with lock:
-                    if not queue or (deadline is not None and time.monotonic() > deadline):
-                        return
-                    mutant = queue.pop(0)
-                outcome = worker.run(mutant)
-                entry = {key: mutant[key] for key in ("id", "file", "line", "function", "operator", "original",
-                                                      "replacement")} | outcome | {"key": key_of(mutant)}
-                with lock:
-                    ran.append(entry)
-                    if args.full:
-                        with results_file.open("a") as out:
-                            out.write(json.dumps(entry) + "\n")
-                log(f"  {entry['status']:13} {mutant['id']} {mutant['file']}:{mutant['line']} {mutant['operator']} "
-                    f"{entry['seconds']} s")
+    def record(mutant, outcome):
+        entry = {key: mutant[key] for key in ("id", "file", "line", "function", "operator", "original",
+                                              "replacement")} | outcome | {"key": key_of(mutant)}
+        with lock:
+            ran.append(entry)
+            if args.full:
+                with results_file.open("a") as out:
+                    out.write(json.dumps(entry) + "\n")
+        log(f"  {entry['status']:13} {mutant['id']} {mutant['file']}:{mutant['line']} {mutant['operator']} "
+            f"{entry['seconds']} s")
 
-        with concurrent.futures.ThreadPoolExecutor(len(workers)) as pool:
-            for future in [pool.submit(work, w) for w in workers]:
-                future.result()
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
+    # The plain mutants first, then the removed locks on TSan builds: one
+    # kind of build at a time, so the workers never share the cores with a
+    # third build.
+    for races in (False, True):
+        queue = [m for m in todo if (m["operator"] == RACE_OPERATOR) == races]
+        if queue and run_queue(queue, files, args.workers, races, deadline, record) != 0:
+            return 2
     if args.full:
         # The campaign's size and wall time, one line per invocation.
         with (RESULTS / "campaign.log").open("a") as out:
@@ -391,6 +400,47 @@ def main():
     return judge_sample(ran, results, key_of, pathlib.Path(args.sample_out))
 
 
+def run_queue(queue, files, workers, races, deadline, record):
+    """Runs `queue` on `workers` fresh scratch builds (TSan ones for races),
+    passing each mutant's outcome to record; 2 when the unmutated kit does
+    not build, or (races) is not conformant under TSan, else 0."""
+    base = pathlib.Path(tempfile.mkdtemp(prefix="ortmem-campaign-"))
+    lock = threading.Lock()
+    try:
+        log(f"building the unmutated kit{' under ThreadSanitizer' if races else ''} in each worker's scratch copy")
+        pool = [Worker(base / f"worker{i}", files, races=races) for i in range(workers)]
+        for worker in pool:
+            ok, output = worker.make(["ortmem-cts", "ortmem-cts-mutants"], jobs=None)
+            if not ok:
+                log(output)
+                return 2
+        if races:
+            # A kill must be the mutant's race: the unmutated kit must pass
+            # every adapter the mutants are certified by, under the same judge.
+            for adapter in sorted({a for m in queue for a in m["adapters"]}):
+                code, failing = pool[0].certify(adapter)
+                if code != 0:
+                    log(f"the unmutated kit is not conformant under ThreadSanitizer with {adapter} (exit {code}, "
+                        f"failing {failing}): a race mutant's kill would mean nothing")
+                    return 2
+                log(f"  baseline {adapter} conformant under ThreadSanitizer")
+
+        def work(worker):
+            while True:
+                with lock:
+                    if not queue or (deadline is not None and time.monotonic() > deadline):
+                        return
+                    mutant = queue.pop(0)
+                record(mutant, worker.run(mutant))
+
+        with concurrent.futures.ThreadPoolExecutor(len(pool)) as executor:
+            for future in [executor.submit(work, w) for w in pool]:
+                future.result()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
 def judge_sample(ran, committed, key_of, out):
     """CI's verdict on a sample: its score must reach the committed floor, and
     no mutant the committed campaign saw killed in the same file text may
@@ -400,20 +450,15 @@ def judge_sample(ran, committed, key_of, out):
     judged = sum(1 for e in ran if e["status"] != "build-failure")
     score = detected / judged if judged else None
     # A kill under earlier checks counts: a check that stopped killing is the
-    # regression this is here to catch. Not so a removed lock's: without a
-    # sanitizer it is caught only when the race it opens is hit, so one run in
-    # which it survives is luck, not a regression (it is logged all the same).
-    # Nor a kill that named no requirement (the certification exited 1 on a
+    # regression this is here to catch. Not so a kill that named no requirement (the certification exited 1 on a
     # crash, a hang or a flaky test, with no check failing): it says nothing
     # about a check that could have stopped killing.
-    raced, unnamed, regressions = [], [], []
+    unnamed, regressions = [], []
     for entry in ran:
         kill = standing(entry, committed, key_of)[0] if entry["status"] == "survived" else None
         if not kill or kill.get("status") != "killed":
             continue
-        if entry["operator"] == "lock-removal":
-            raced.append(entry)
-        elif not any(adapter["failing"] for adapter in kill["adapters"]):
+        if not any(adapter["failing"] for adapter in kill["adapters"]):
             unnamed.append(entry)
         else:
             regressions.append(entry)
@@ -427,9 +472,6 @@ def judge_sample(ran, committed, key_of, out):
     if score is not None and score < floor:
         log(f"the sample's score {score:.1%} is under the committed floor {floor:.1%}")
         bad = True
-    for entry in raced:
-        log(f"race not hit this time: {entry['id']} {entry['file']}:{entry['line']} (lock-removal) was killed in the "
-            f"committed campaign and survives this run")
     for entry in unnamed:
         log(f"kill not reproduced: {entry['id']} {entry['file']}:{entry['line']} ({entry['operator']}) was killed in the "
             f"committed campaign with no requirement failing (a crash, hang or flaky test) and survives this run")

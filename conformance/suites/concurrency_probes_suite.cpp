@@ -7,6 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -14,6 +18,7 @@
 
 #include "support/registry_harness.hpp"
 #include "support/suite.hpp"
+#include "ortmem/capability.hpp"
 #include "ortmem/identity.hpp"
 
 namespace ortmem::cts {
@@ -246,7 +251,140 @@ TEST_P(AllocatorConcurrency, ReleasesMadeAtTheSameMomentAllComplete) {
                              << " threads came back other than Complete";
 }
 
+// The capabilities from eight threads at once, each on allocations of its
+// own, while the others allocate and release on the same allocator: the
+// allocation table every call looks up is shared even when the allocations
+// are not, so a call that reads it unguarded races another thread's insert or
+// erase. Each thread's calls must return what they would return alone.
+class CapabilityConcurrency : public AdapterSuite {
+ protected:
+  // What went wrong first, on any thread (checked once they have all stopped).
+  struct FirstFailure {
+    std::mutex mutex;
+    std::string what;
+    std::atomic<int> count{0};
+    void add(const std::string& failure) {
+      if (count.fetch_add(1) == 0) {
+        const std::lock_guard lock(mutex);
+        what = failure;
+      }
+    }
+  };
+  static constexpr int kRounds = 24;
+  static constexpr std::size_t kProbe = 64;  // bytes written and read back per granule
+};
+
+TEST_P(CapabilityConcurrency, CommitsAndDecommitsFromEightThreadsReturnWhatTheyWouldAlone) {
+  covers("VB-010");
+  ORTMEM_CTS_REQUIRE(Capability::kVirtualBacking);
+  const auto allocator = adapter().make_allocator();
+  VirtualBacking* backing = allocator->as_virtual_backing();
+  std::size_t granule = 0;
+  {
+    // ALLOC-011 and VB-001 judge a missing capability and the granule.
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_NE(backing, nullptr) << "the adapter declares virtual backing but its allocator has none";
+    const ByteRange one{0, 1};
+    auto ptr = backing->allocate_committed(1, 64, std::span<const ByteRange>(&one, 1));
+    ASSERT_TRUE(ptr) << ptr.error().message();
+    granule = backing->allocation_committed_bytes(*ptr, 1, 64);
+    ASSERT_TRUE(allocator->release(*ptr, 1, 64).is_complete());
+    ASSERT_GE(granule, kProbe);
+  }
+  const std::size_t bytes = 3 * granule;
+  FirstFailure failure;
+  together([&](int t) {
+    MemoryAccess& memory = adapter().memory();
+    const auto value = static_cast<std::uint8_t>(0x40 + t);
+    for (int round = 0; round < kRounds; ++round) {
+      const auto fail = [&](const std::string& what) {
+        failure.add("thread " + std::to_string(t) + ", round " + std::to_string(round) + ": " + what);
+      };
+      const ByteRange first{0, 1};
+      auto reserved = backing->allocate_committed(bytes, 64, std::span<const ByteRange>(&first, 1));
+      if (!reserved) return fail("allocate_committed: " + reserved.error().message());
+      void* ptr = *reserved;
+      auto* third = static_cast<unsigned char*>(ptr) + 2 * granule;
+      const auto committed = [&] { return backing->allocation_committed_bytes(ptr, bytes, 64); };
+      if (auto done = backing->commit_allocation_range(ptr, bytes, 64, 2 * granule, granule); !done) {
+        fail("commit of the third granule: " + done.error().message());
+      } else {
+        memory.fill(third, kProbe, value);
+        if (committed() != 2 * granule) fail("committed bytes after two granules were committed: " + std::to_string(committed()));
+        const auto unmapped = backing->decommit_allocation_range(ptr, bytes, 64, 0, granule);
+        if (!unmapped || *unmapped != granule) {
+          fail("decommit of the first granule: " + (unmapped ? std::to_string(*unmapped) + " bytes unmapped"
+                                                              : unmapped.error().message()));
+        }
+        if (committed() != granule) fail("committed bytes after the first granule's decommit: " + std::to_string(committed()));
+        if (!reads_as(memory, third, kProbe, value)) fail("the third granule lost what this thread wrote");
+      }
+      if (!allocator->release(ptr, bytes, 64).is_complete()) fail("the release was not Complete");
+    }
+  });
+  ORTMEM_CTS_CHECKING("VB-010");
+  EXPECT_EQ(failure.count.load(), 0) << failure.count.load() << " calls from " << kThreads
+                                     << " threads went wrong; the first: " << failure.what;
+}
+
+TEST_P(CapabilityConcurrency, PrefixMappingsFromEightThreadsReturnWhatTheyWouldAlone) {
+  covers("SM-010");
+  ORTMEM_CTS_REQUIRE(Capability::kSharedMapping);
+  const auto allocator = adapter().make_allocator();
+  SharedMapping* mapping = allocator->as_shared_mapping();
+  VirtualBacking* backing = allocator->as_virtual_backing();
+  std::unique_ptr<SharedDevicePrefix> shared;
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_NE(mapping, nullptr) << "the adapter declares shared mapping but its allocator has none";
+    auto created = mapping->create_shared_prefix(1);
+    ASSERT_TRUE(created) << created.error().message();
+    shared = std::move(*created);
+    ASSERT_GE(shared->mapped_bytes(), kProbe);
+    adapter().memory().fill(reinterpret_cast<void*>(shared->device_ptr()), kProbe, 0x5A);
+  }
+  const std::size_t granule = shared->mapped_bytes();
+  const std::size_t bytes = 3 * granule;
+  FirstFailure failure;
+  together([&](int t) {
+    MemoryAccess& memory = adapter().memory();
+    for (int round = 0; round < kRounds; ++round) {
+      const auto fail = [&](const std::string& what) {
+        failure.add("thread " + std::to_string(t) + ", round " + std::to_string(round) + ": " + what);
+      };
+      // A prefix of this thread's own is made and dropped beside the shared one.
+      auto own = mapping->create_shared_prefix(granule);
+      if (!own) fail("create_shared_prefix: " + own.error().message());
+      auto target = backing != nullptr ? backing->allocate_committed(bytes, 64, {}) : allocator->allocate(bytes, 64);
+      if (!target) return fail("the target allocation: " + target.error().message());
+      void* ptr = *target;
+      auto info = mapping->commit_shared_prefix(*shared, ptr, bytes, granule);
+      if (!info) {
+        fail("commit_shared_prefix: " + info.error().message());
+      } else {
+        if (info->newly_mapped_bytes != granule || info->granules != 1) fail("the commit reported another geometry");
+        if (!reads_as(memory, static_cast<unsigned char*>(ptr) + granule, kProbe, 0x5A)) {
+          fail("the mapping does not show the prefix's bytes");
+        }
+      }
+      if (own) {
+        if (auto second = mapping->commit_shared_prefix(**own, ptr, bytes, 2 * granule); !second) {
+          fail("commit_shared_prefix of the thread's own prefix: " + second.error().message());
+        }
+        own->reset();
+      }
+      if (allocator->release(ptr, bytes, 64).is_failed()) fail("the release of the target Failed");
+    }
+  });
+  ORTMEM_CTS_CHECKING("SM-010");
+  EXPECT_EQ(failure.count.load(), 0) << failure.count.load() << " calls from " << kThreads
+                                     << " threads went wrong; the first: " << failure.what;
+  EXPECT_TRUE(reads_as(adapter().memory(), reinterpret_cast<void*>(shared->device_ptr()), kProbe, 0x5A))
+      << "the shared prefix's own bytes changed";
+}
+
 ORTMEM_CTS_INSTANTIATE(AllocatorConcurrency);
+ORTMEM_CTS_INSTANTIATE(CapabilityConcurrency);
 ORTMEM_CTS_INSTANTIATE(PinConcurrency);
 ORTMEM_CTS_INSTANTIATE(QueueConcurrency);
 

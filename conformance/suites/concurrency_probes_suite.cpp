@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -154,6 +155,61 @@ TEST_P(QueueConcurrency, OverlappingDrainsRunEachRequestOnceInEnqueueOrder) {
     EXPECT_EQ(std::vector<void*>(order.begin() + static_cast<std::ptrdiff_t>(ran_before), order.end()), enqueued)
         << "overlapping drains ran the requests out of enqueue order, or not each once";
   }
+}
+
+// DQ-011 when enqueues meet: a bounded queue never holds more than its
+// capacity, even when eight threads find room at the same moment and only two
+// can have it. A queue that checks for room, lets go of its lock to record the
+// request's fence and then inserts without checking again overfills here. The
+// requests and pins are made before the threads start, so the enqueues meet.
+TEST_P(QueueConcurrency, EnqueuesThatMeetNeverOverfillABoundedQueue) {
+  covers("DQ-011");
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueCapacity);
+  constexpr std::size_t kCapacity = 2;
+  std::size_t most_accepted = 0;
+  std::size_t most_pending = 0;
+  for (int round = 0; round < 200 && !HasFatalFailure(); ++round) {
+    auto queue = adapter().make_queue(*harness_->context, {.capacity = kCapacity});
+    ASSERT_NE(queue, nullptr);
+    if (queue->capacity() != kCapacity) GTEST_SKIP() << kNotApplicable << "the queue does not keep the capacity asked";
+    queue->record_use();
+    std::vector<std::optional<PreparedAllocationRelease>> requests(kThreads);
+    std::vector<std::optional<ProviderContextPin>> pins(kThreads);
+    {
+      ORTMEM_CTS_PRECONDITION();
+      for (int t = 0; t < kThreads; ++t) {
+        auto prepared = owner(48).prepare_release();
+        ASSERT_TRUE(prepared) << "an owner of a live binding could not prepare its release";
+        requests[static_cast<std::size_t>(t)].emplace(std::move(*prepared));
+        auto pin = queue->queue().pin_context();
+        ASSERT_TRUE(pin) << "an accepting context refused a pin";
+        pins[static_cast<std::size_t>(t)].emplace(std::move(*pin));
+      }
+    }
+    std::vector<std::optional<PreparedAllocationRelease>> refused(kThreads);
+    std::atomic<std::size_t> accepted{0};
+    together([&](int t) {
+      const auto i = static_cast<std::size_t>(t);
+      auto enqueued = queue->queue().enqueue(std::move(*requests[i]), std::move(*pins[i]));
+      if (enqueued) {
+        accepted.fetch_add(1);
+      } else {
+        refused[i].emplace(std::move(enqueued.error()).take_request());
+      }
+    });
+    most_accepted = std::max(most_accepted, accepted.load());
+    most_pending = std::max(most_pending, queue->queue().pending());
+    queue->signal_fences();
+    (void)queue->drain();
+    for (auto& request : refused) {
+      if (request) (void)std::move(*request).execute();
+    }
+  }
+  ORTMEM_CTS_CHECKING("DQ-011");
+  EXPECT_LE(most_accepted, kCapacity) << kThreads << " enqueues at once into a queue of capacity " << kCapacity
+                                      << " were accepted " << most_accepted << " times in one round";
+  EXPECT_LE(most_pending, kCapacity) << "pending() read " << most_pending << " in a queue of capacity " << kCapacity;
 }
 
 void QueueConcurrency::fill_and_drain(QueueUnderTest& queue_under_test, int per_thread, std::size_t total) {

@@ -1,5 +1,6 @@
 // Virtual backing (VB), against any adapter that declares it.
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -225,6 +226,38 @@ TEST_P(VirtualBackingSuite, EstimatesAreWholeGranulesAndNeverBelowWhatCommitMaps
   ASSERT_TRUE(backing_->commit_allocation_ranges(ranges));
   EXPECT_GE(*estimate, committed(ptr, bytes));
   EXPECT_EQ(*estimate % granule_, 0U);
+  // Never past the span of what the ranges name: a sum that wraps, or a
+  // range counted once per byte, is not "erring high".
+  const auto whole = backing_->mapped_bytes_for_allocation(bytes, 64);
+  ASSERT_TRUE(whole);
+  EXPECT_LE(*estimate, *whole) << "three ranges of one allocation of " << bytes << " bytes";
+  const AllocationCommitRange one_each[] = {{ptr, bytes, 64, granule_, granule_ + 1}, ranges[0]};
+  const auto pair = backing_->mapped_bytes_for_allocation_ranges(one_each);
+  ASSERT_TRUE(pair) << pair.error().message();
+  EXPECT_LE(*pair, *whole) << "two ranges of one allocation of " << bytes << " bytes";
+  EXPECT_GE(*pair, 3 * granule_) << "two ranges that touch three granules";
+}
+
+// A request commit accepts is estimated, down to the empty range at the very
+// end of an allocation; a malformed one is refused as allocate refuses it.
+TEST_P(VirtualBackingSuite, EstimatesAnswerWhatCommitAcceptsAndRefuseWhatAllocateRefuses) {
+  covers("VB-004");
+  for (std::size_t bytes : {4 * granule_, 4 * granule_ - 1}) {
+    void* ptr = reserve(bytes);
+    ASSERT_NE(ptr, nullptr);
+    const AllocationCommitRange at_end[] = {{ptr, bytes, 64, bytes, 0}};
+    if (!backing_->commit_allocation_ranges(at_end)) continue;  // refusing it everywhere is consistent too
+    const auto estimate = backing_->mapped_bytes_for_allocation_ranges(at_end);
+    ASSERT_TRUE(estimate) << "an empty range at the end of " << bytes << " bytes commits but its estimate is refused: "
+                          << estimate.error().message();
+    EXPECT_EQ(*estimate, 0U);
+  }
+  const auto misaligned = backing_->mapped_bytes_for_allocation(64, 3);
+  ASSERT_FALSE(misaligned) << "alignment 3 was estimated at " << *misaligned << " bytes";
+  EXPECT_EQ(misaligned.error().kind(), MemoryError::Kind::kInvalidRequest) << misaligned.error().message();
+  const auto huge = backing_->mapped_bytes_for_allocation(SIZE_MAX - 1, 64);
+  ASSERT_FALSE(huge) << SIZE_MAX - 1 << " bytes, which overflow when rounded to whole granules, were estimated";
+  EXPECT_EQ(huge.error().kind(), MemoryError::Kind::kInvalidRequest) << huge.error().message();
 }
 
 TEST_P(VirtualBackingSuite, ADecommittedRangeCanBeCommittedAgain) {

@@ -1,5 +1,6 @@
 // Shared mapping (SM), against any adapter that declares it.
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "ortmem/capability.hpp"
@@ -73,6 +74,17 @@ TEST_P(SharedMappingSuite, APrefixReportsItsGeometry) {
     EXPECT_EQ(shared->mapped_bytes(), (bytes + granule_ - 1) / granule_ * granule_);
     EXPECT_GE(shared->committed_physical_bytes(), bytes);
     EXPECT_NE(shared->device_ptr(), 0U);
+  }
+}
+
+// ALLOC-001 for prefixes: a refused creation names the size that was asked,
+// not one the mechanism rounded or substituted.
+TEST_P(SharedMappingSuite, ARefusedPrefixNamesTheSizeAsked) {
+  covers("ALLOC-001");
+  for (std::size_t bytes : {std::size_t{0}, SIZE_MAX - 1}) {
+    auto created = mapping_->create_shared_prefix(bytes);
+    if (created) continue;  // a prefix of either size is the mechanism's business; how it refuses is the rule's
+    EXPECT_EQ(created.error().requested(), bytes) << created.error().message();
   }
 }
 

@@ -6,11 +6,14 @@
 #include <vector>
 
 #include "ortmem/capability.hpp"
+#include "support/process_memory.hpp"
 #include "support/registry_harness.hpp"
 #include "support/suite.hpp"
 
 namespace ortmem::cts {
 namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 class VirtualBackingSuite : public AdapterSuite {
  protected:
@@ -205,6 +208,59 @@ TEST_P(VirtualBackingSuite, DecommittingEverythingLeavesTheAllocationToRelease) 
   }
 }
 
+// VB-003's "releases physical backing", seen by the kernel: the pages behind
+// a decommitted range leave the process's resident memory, though the
+// addresses stay reserved. A decommit that only takes access away (PROT_NONE
+// without discarding the pages) keeps every byte resident. Judged on 64 MiB so
+// that the process's own noise is far below the bound.
+TEST_P(VirtualBackingSuite, ADecommitGivesItsPhysicalMemoryBack) {
+  covers("VB-003");
+  if (info().device.tier != Tier::kHost) {
+    GTEST_SKIP() << std::string(kNotApplicable) << "device memory is not in the process's resident set";
+  }
+  const std::size_t bytes = std::max<std::size_t>(64 * kMiB, 4 * granule_);
+  void* ptr = reserve(bytes, {{0, bytes}});
+  ASSERT_NE(ptr, nullptr);
+  adapter().memory().fill(ptr, bytes, 0x2D);
+  const std::size_t before = resident_bytes_now();
+  const auto unmapped = backing_->decommit_allocation_range(ptr, bytes, 64, 0, bytes);
+  const std::size_t after = resident_bytes_now();
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(unmapped) << unmapped.error().message();
+  }
+  const std::size_t dropped = before > after ? before - after : 0;
+  EXPECT_GE(dropped, bytes / 2) << "decommitting " << bytes / kMiB << " MiB that were written lowered the process's "
+                                << "resident memory by only " << dropped / kMiB << " MiB: the pages were kept";
+}
+
+// The empty range at the very end of an allocation lies inside it: commit
+// and decommit treat it alike, and a decommit of it unmaps nothing. A
+// mechanism that takes it from one and refuses it from the other cannot
+// recommit what it decommitted (VB-006), or cannot decommit what it committed (VB-003).
+TEST_P(VirtualBackingSuite, TheEmptyRangeAtTheEndIsTreatedAlikeByCommitAndDecommit) {
+  covers("VB-003", "VB-006");
+  for (std::size_t bytes : {2 * granule_, 2 * granule_ + 5}) {
+    SCOPED_TRACE(std::to_string(bytes) + " bytes");
+    void* ptr = reserve(bytes, {{0, bytes}});
+    ASSERT_NE(ptr, nullptr);
+    const auto decommitted = backing_->decommit_allocation_range(ptr, bytes, 64, bytes, 0);
+    const auto committed_again = backing_->commit_allocation_range(ptr, bytes, 64, bytes, 0);
+    if (decommitted) {
+      ORTMEM_CTS_CHECKING("VB-003");
+      EXPECT_EQ(*decommitted, 0U) << "an empty decommit unmapped bytes";
+      ORTMEM_CTS_CHECKING("VB-006");
+      EXPECT_TRUE(committed_again) << "the empty range at the end was decommitted but cannot be committed again: "
+                                   << committed_again.error().message();
+    } else {
+      ORTMEM_CTS_CHECKING("VB-003");
+      EXPECT_FALSE(committed_again) << "the empty range at the end commits, but its decommit is refused: "
+                                    << decommitted.error().message();
+    }
+    EXPECT_EQ(committed(ptr, bytes), (bytes + granule_ - 1) / granule_ * granule_);
+  }
+}
+
 TEST_P(VirtualBackingSuite, EstimatesAreWholeGranulesAndNeverBelowWhatCommitMaps) {
   covers("VB-004");
   for (std::size_t bytes : {std::size_t{1}, granule_ - 1, granule_, granule_ + 1, 5 * granule_ + 3}) {
@@ -345,6 +401,45 @@ TEST_P(VirtualBackingSuite, APartialReleaseIsQuarantinedWithItsResidual) {
   EXPECT_EQ(outcome.residual()->address, reinterpret_cast<std::uintptr_t>(ptr));
   EXPECT_EQ(outcome.residual()->reason.kind, QuarantineReason::Kind::kPartialRelease);
   EXPECT_TRUE(allocator_->release(ptr, bytes, 64).is_failed()) << "a quarantined allocation was released again";
+}
+
+// ALLOC-019's "the bytes actually unmapped", seen by the kernel: when a
+// release stops part way, the runs it counts as unmapped have left the
+// process's resident memory. A first run of many granules, away from the
+// allocation's start, is unmapped and a second, one granule at the end, is
+// made to fail: a mechanism that unmaps the wrong addresses, or counts a run it
+// never unmapped, keeps the first run's pages.
+TEST_P(VirtualBackingSuite, AQuarantinedReleaseGaveBackWhatItCountsUnmapped) {
+  covers("ALLOC-019", "ALLOC-018");
+  ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
+  if (info().device.tier != Tier::kHost) {
+    GTEST_SKIP() << std::string(kNotApplicable) << "device memory is not in the process's resident set";
+  }
+  const std::size_t run = std::max<std::size_t>(1, 32 * kMiB / granule_);
+  const std::size_t bytes = (2 * run + 2) * granule_;
+  void* ptr = reserve(bytes, {{run * granule_, 2 * run * granule_}, {bytes - 1, bytes}});
+  ASSERT_NE(ptr, nullptr);
+  adapter().memory().fill(at(ptr, run * granule_), run * granule_, 0x1F);
+  adapter().memory().fill(at(ptr, bytes - 1), 1, 0x1F);
+  if (!adapter().faults()->arm(FaultPoint::kReleaseUnmap, 2)) {
+    GTEST_SKIP() << kNotApplicable << "the adapter has no fault point in a release's unmap";
+  }
+  const std::size_t before = resident_bytes_now();
+  const auto outcome = allocator_->release(ptr, bytes, 64);
+  const std::size_t after = resident_bytes_now();
+  adapter().faults()->clear();
+  if (outcome.is_failed()) {
+    // Failed is honest only if nothing changed, so the allocation must still release.
+    ORTMEM_CTS_CHECKING("ALLOC-018");
+    const auto again = allocator_->release(ptr, bytes, 64);
+    EXPECT_FALSE(again.is_failed()) << "after a Failed release, releasing again with no fault armed: " << again.describe();
+  }
+  forget(ptr);
+  if (!outcome.is_quarantined()) GTEST_SKIP() << kNotApplicable << "the release was " << outcome.describe();
+  const std::size_t dropped = before > after ? before - after : 0;
+  EXPECT_GE(dropped, outcome.unmapped_bytes() / 2)
+      << "the quarantined release counts " << outcome.unmapped_bytes() << " bytes unmapped, but the process's resident "
+      << "memory fell by only " << dropped;
 }
 
 TEST_P(VirtualBackingSuite, APartialReleaseThroughTheRegistryIsRecorded) {

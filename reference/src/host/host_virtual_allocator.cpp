@@ -151,8 +151,12 @@ Expected<void*, MemoryError> HostVirtualAllocator::reserve(std::size_t bytes, st
     return fail(invalid(bytes, "the size overflows when rounded up to whole granules of " + std::to_string(granularity_) +
                                    " bytes at alignment " + std::to_string(align)));
   }
-  // Over-reserve by the alignment, then trim both ends back to the aligned span.
-  const std::size_t reserved = *span + boundary - granularity_;
+  // Over-reserve by the alignment, then trim both ends back to the aligned
+  // span. mmap promises only a page-aligned start: a kernel that does not
+  // align large anonymous mappings (Linux before 6.7) returns starts that are
+  // not granule-aligned, so the slack is the boundary less one page, not less
+  // one granule, or the region would run past its own reservation.
+  const std::size_t reserved = *span + boundary - page_size();
   if (fails(Syscall::kMmap)) {
     return fail(MemoryError::allocation_failed(Tier::kHost, bytes, "mmap (reserve): injected failure"));
   }

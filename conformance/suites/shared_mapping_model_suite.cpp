@@ -612,10 +612,17 @@ struct FaultyMap final : Command {
   int prefix;
   int target;
   std::size_t offset;
+  // Which mapping call fails, up to one per granule of the prefix: a
+  // mechanism that maps granule by granule must then take back the granules
+  // it mapped before the failure, newest first; one that maps the prefix in
+  // a single call meets no fault past the first and is judged as any commit.
+  std::uint64_t nth;
   explicit FaultyMap(const Model& model) : prefix(any_handle(model)), target(any_target(model)) {
     const auto where = free_placement(model, model.targets.at(target), model.prefixes.at(prefix));
     RC_PRE(where.has_value());
     offset = *where;
+    const std::size_t granules = std::max<std::size_t>(1, model.prefixes.at(prefix).mapped / model.granule);
+    nth = *rc::gen::inRange<std::uint64_t>(1, granules + 1);
   }
   void checkPreconditions(const Model& model) const override {
     RC_PRE(model.map_faults);
@@ -630,7 +637,7 @@ struct FaultyMap final : Command {
     const Model after = nextState(model);
     const System::Held& held = system.targets.at(target);
     const SharedDevicePrefix& handle = *system.handles.at(prefix);
-    ORTMEM_CTS_RC_PRECONDITION(system.adapter.faults()->arm(FaultPoint::kPrefixMap, 1));
+    ORTMEM_CTS_RC_PRECONDITION(system.adapter.faults()->arm(FaultPoint::kPrefixMap, nth));
     auto info = system.mapping->commit_shared_prefix(handle, held.ptr, held.bytes, offset);
     system.adapter.faults()->clear();
     if (!info) {
@@ -642,7 +649,7 @@ struct FaultyMap final : Command {
   }
   void show(std::ostream& os) const override {
     os << "commit_shared_prefix(prefix #" << prefix << ", target #" << target << ", offset " << offset
-       << ") with the mapping call failing";
+       << ") with mapping call " << nth << " failing";
   }
 };
 

@@ -234,6 +234,70 @@ TEST_P(VirtualBackingSuite, ADecommitGivesItsPhysicalMemoryBack) {
                                 << "resident memory by only " << dropped / kMiB << " MiB: the pages were kept";
 }
 
+// VB-003's "releases physical backing" for memory the kernel keeps outside
+// the resident set: physical memory held as a file (a memfd, as a driver's
+// handle may be) leaves the resident count when it is unmapped but lives on
+// while its descriptor is open. Commit, write and decommit the same granules
+// 64 times: a mechanism that pools what it decommitted holds at most one
+// cycle's worth, one that never frees it holds a descriptor more per granule
+// per cycle.
+TEST_P(VirtualBackingSuite, DecommitCyclesHoldNoMoreThanOneCycleOfMemory) {
+  covers("VB-003");
+  constexpr int kCycles = 64;
+  const std::size_t bytes = 8 * granule_;
+  void* ptr = reserve(bytes);
+  ASSERT_NE(ptr, nullptr);
+  const std::size_t descriptors = open_descriptors_now();
+  for (int cycle = 0; cycle < kCycles; ++cycle) {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(backing_->commit_allocation_range(ptr, bytes, 64, 0, bytes)) << "cycle " << cycle;
+    for (std::size_t g = 0; g < 8; ++g) adapter().memory().fill(at(ptr, g * granule_), 1, 0x3C);
+    ASSERT_TRUE(backing_->decommit_allocation_range(ptr, bytes, 64, 0, bytes)) << "cycle " << cycle;
+  }
+  const std::size_t grown = open_descriptors_now() - std::min(descriptors, open_descriptors_now());
+  EXPECT_LT(grown, std::size_t{kCycles / 2}) << kCycles << " cycles of committing, writing and decommitting 8 granules "
+                                             << "left " << grown << " more open descriptors: decommitted memory is kept";
+}
+
+// VB-011: a commit that fails part way keeps nothing it took. Fail the first,
+// second or third mapping step of a commit of four granules, 64 times over:
+// a mechanism that leaks what the failed call created (the handle of the
+// granule whose mapping failed, or those it unmapped in its rollback) holds
+// a descriptor more at each cycle. Then the same commit, unfaulted, works.
+TEST_P(VirtualBackingSuite, FailedCommitsKeepNothingTheyTook) {
+  covers("VB-011");
+  ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
+  constexpr int kCycles = 64;
+  const std::size_t bytes = 4 * granule_;
+  void* ptr = reserve(bytes);
+  ASSERT_NE(ptr, nullptr);
+  if (!adapter().faults()->arm(FaultPoint::kCommit, 1)) {
+    GTEST_SKIP() << kNotApplicable << "the adapter has no fault point in a commit";
+  }
+  adapter().faults()->clear();
+  const std::size_t descriptors = open_descriptors_now();
+  int failed = 0;
+  for (int cycle = 0; cycle < kCycles; ++cycle) {
+    (void)adapter().faults()->arm(FaultPoint::kCommit, 1 + static_cast<std::uint64_t>(cycle % 3));
+    const auto done = backing_->commit_allocation_range(ptr, bytes, 64, 0, bytes);
+    adapter().faults()->clear();
+    if (!done) {
+      ++failed;
+      continue;
+    }
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(backing_->decommit_allocation_range(ptr, bytes, 64, 0, bytes));
+  }
+  const std::size_t grown = open_descriptors_now() - std::min(descriptors, open_descriptors_now());
+  EXPECT_LT(grown, std::size_t{kCycles / 2}) << failed << " commits failed part way and left " << grown
+                                             << " more open descriptors: what they created was kept";
+  EXPECT_EQ(committed(ptr, bytes), 0U) << "failed commits left bytes committed";
+  const auto after = backing_->commit_allocation_range(ptr, bytes, 64, 0, bytes);
+  ASSERT_TRUE(after) << "after the failed commits, the same commit with no fault armed: " << after.error().message();
+  adapter().memory().fill(ptr, bytes, 0x4B);
+  EXPECT_TRUE(holds(ptr, bytes, 0x4B));
+}
+
 // The empty range at the very end of an allocation lies inside it: commit
 // and decommit treat it alike, and a decommit of it unmaps nothing. A
 // mechanism that takes it from one and refuses it from the other cannot

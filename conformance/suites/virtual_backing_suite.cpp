@@ -298,6 +298,59 @@ TEST_P(VirtualBackingSuite, FailedCommitsKeepNothingTheyTook) {
   EXPECT_TRUE(holds(ptr, bytes, 0x4B));
 }
 
+// VB-011 for allocate_committed: a reservation whose second listed range
+// fails to commit leaves nothing, and the next reservation of the same shape
+// (which the system often places at the same address) starts clean: a commit
+// of a sub-granule range maps one granule, and its decommit unmaps it again.
+// A mechanism that keeps the failed reservation's record, retires the address
+// while the system hands it out again, or keeps what the failed call mapped,
+// gets these wrong; 32 rounds make the last one show in the descriptors.
+TEST_P(VirtualBackingSuite, AFailedReservationLeavesNothingForTheNextOne) {
+  covers("VB-011", "VB-002", "VB-003");
+  ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
+  constexpr int kRounds = 32;
+  const std::size_t bytes = 4 * granule_;
+  if (!adapter().faults()->arm(FaultPoint::kCommit, 2)) {
+    GTEST_SKIP() << kNotApplicable << "the adapter has no fault point in a commit";
+  }
+  adapter().faults()->clear();
+  const ByteRange listed[] = {{0, 10}, {granule_, 2 * granule_}};
+  const std::size_t descriptors = open_descriptors_now();
+  int failed = 0;
+  for (int round = 0; round < kRounds && !HasFatalFailure(); ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    (void)adapter().faults()->arm(FaultPoint::kCommit, 2);
+    const auto reserved = backing_->allocate_committed(bytes, 64, listed);
+    adapter().faults()->clear();
+    if (reserved) {
+      (void)allocator_->release(*reserved, bytes, 64);
+      continue;
+    }
+    ++failed;
+    void* ptr = reserve(bytes);
+    ASSERT_NE(ptr, nullptr);
+    {
+      ORTMEM_CTS_CHECKING("VB-002");
+      ASSERT_TRUE(backing_->commit_allocation_range(ptr, bytes, 64, 100, 100));
+      EXPECT_EQ(committed(ptr, bytes), granule_) << "a fresh reservation after a failed one";
+    }
+    {
+      ORTMEM_CTS_CHECKING("VB-003");
+      const auto unmapped = backing_->decommit_allocation_range(ptr, bytes, 64, 100, 100);
+      ASSERT_TRUE(unmapped) << unmapped.error().message();
+      EXPECT_EQ(*unmapped, granule_) << "the only committed bytes were decommitted, yet their granule stayed mapped";
+    }
+    forget(ptr);
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(allocator_->release(ptr, bytes, 64).is_complete());
+  }
+  if (failed == 0) GTEST_SKIP() << kNotApplicable << "no reservation met the fault (one mapping call for both ranges)";
+  ORTMEM_CTS_CHECKING("VB-011");
+  const std::size_t grown = open_descriptors_now() - std::min(descriptors, open_descriptors_now());
+  EXPECT_LT(grown, std::size_t{kRounds / 2}) << failed << " reservations failed part way and left " << grown
+                                             << " more open descriptors: what they mapped was kept";
+}
+
 // The empty range at the very end of an allocation lies inside it: commit
 // and decommit treat it alike, and a decommit of it unmaps nothing. A
 // mechanism that takes it from one and refuses it from the other cannot

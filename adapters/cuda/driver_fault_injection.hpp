@@ -2,7 +2,9 @@
 // VMM mechanism, armed through its DriverFaults plan.
 //
 // A release unmaps runs and a decommit unmaps granules (cuMemUnmap); a
-// commit and a prefix mapping map granules (cuMemMap).
+// commit and a prefix mapping map granules (cuMemMap) and then grant access
+// to each (cuMemSetAccess); a release and a decommit give each granule's
+// handle back (cuMemRelease).
 #pragma once
 
 #include <memory>
@@ -16,7 +18,6 @@ class DriverFaultInjection final : public cts::FaultInjection {
  public:
   explicit DriverFaultInjection(std::shared_ptr<cuda::DriverFaults> plan) : plan_(std::move(plan)) {}
   bool arm(cts::FaultPoint point, std::uint64_t nth) override {
-    plan_->clear();
     plan_->fail_nth(call_behind(point), nth);
     return true;
   }
@@ -30,6 +31,8 @@ class DriverFaultInjection final : public cts::FaultInjection {
       case cts::FaultPoint::kCommit: return cuda::DriverCall::kMemMap;
       case cts::FaultPoint::kDecommit: return cuda::DriverCall::kMemUnmap;
       case cts::FaultPoint::kPrefixMap: return cuda::DriverCall::kMemMap;
+      case cts::FaultPoint::kPhysicalFree: return cuda::DriverCall::kMemRelease;
+      case cts::FaultPoint::kAccessGrant: return cuda::DriverCall::kMemSetAccess;
     }
     return cuda::DriverCall::kMemMap;
   }

@@ -12,21 +12,24 @@ SyscallFaultInjection::SyscallFaultInjection(std::shared_ptr<host::SyscallFaults
 
 bool SyscallFaultInjection::arm(cts::FaultPoint point, std::uint64_t nth) {
   if (points_ && !points_->contains(point)) return false;
-  plan_->clear();
-  plan_->fail_nth(syscall_behind(point), nth);
+  const auto syscall = syscall_behind(point);
+  if (!syscall) return false;
+  plan_->fail_nth(*syscall, nth);
   return true;
 }
 
 void SyscallFaultInjection::clear() { plan_->clear(); }
 
-host::Syscall SyscallFaultInjection::syscall_behind(cts::FaultPoint point) {
+std::optional<host::Syscall> SyscallFaultInjection::syscall_behind(cts::FaultPoint point) {
   switch (point) {
     case cts::FaultPoint::kReleaseUnmap: return host::Syscall::kMunmap;
     case cts::FaultPoint::kCommit: return host::Syscall::kMprotect;
     case cts::FaultPoint::kDecommit: return host::Syscall::kMprotect;
     case cts::FaultPoint::kPrefixMap: return host::Syscall::kMmap;
+    case cts::FaultPoint::kPhysicalFree: return host::Syscall::kMadvise;
+    case cts::FaultPoint::kAccessGrant: return std::nullopt;
   }
-  return host::Syscall::kMmap;
+  return std::nullopt;
 }
 
 namespace {

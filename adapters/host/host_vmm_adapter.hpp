@@ -19,9 +19,11 @@ void register_host_vmm_adapters();
 
 // The kit's fault points armed as failures of the system call behind each:
 // munmap for a release's unmap, mprotect for commit and decommit, mmap for a
-// prefix map. Adapters built on HostVirtualAllocator share it, so a fault
-// means the same thing in each. With `points`, only those points can be armed
-// (the others are refused, as an adapter without them must refuse).
+// prefix map, madvise for a decommit's giving back of pages. A commit's
+// mprotect grants access and maps in one step, so there is no access grant of
+// its own to fail. Adapters built on HostVirtualAllocator share it, so a
+// fault means the same thing in each. With `points`, only those points can be
+// armed (the others are refused, as an adapter without them must refuse).
 class SyscallFaultInjection final : public cts::FaultInjection {
  public:
   explicit SyscallFaultInjection(std::shared_ptr<host::SyscallFaults> plan,
@@ -30,7 +32,7 @@ class SyscallFaultInjection final : public cts::FaultInjection {
   void clear() override;
 
  private:
-  static host::Syscall syscall_behind(cts::FaultPoint point);
+  static std::optional<host::Syscall> syscall_behind(cts::FaultPoint point);
   std::shared_ptr<host::SyscallFaults> plan_;
   std::optional<std::set<cts::FaultPoint>> points_;
 };

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -74,10 +75,12 @@ class PluginFaults final : public cts::FaultInjection {
       : controls_(std::move(controls)), opened_(std::move(opened)), open_(std::move(open)) {}
 
   bool arm(cts::FaultPoint point, std::uint64_t nth) override {
+    const auto abi_point = point_of(point);
+    if (!abi_point) return false;  // the control extension has no such point
     auto live = opened_->live();
     if (live.empty()) {
       const auto asked = open_();
-      const plugin::PluginStatus answer = controls_.arm_fault(asked->plugin_ctx(), point_of(point), nth);
+      const plugin::PluginStatus answer = controls_.arm_fault(asked->plugin_ctx(), *abi_point, nth);
       if (!answer.ok() && answer.code != NXMEM_STATUS_NOT_IMPLEMENTED) control_failed("arm_fault", answer);
       if (const auto cleared = controls_.clear_faults(asked->plugin_ctx()); !cleared.ok()) {
         control_failed("clear_faults", cleared);
@@ -86,7 +89,7 @@ class PluginFaults final : public cts::FaultInjection {
     }
     bool armed = true;
     for (const auto& allocator : live) {
-      const plugin::PluginStatus answer = controls_.arm_fault(allocator->plugin_ctx(), point_of(point), nth);
+      const plugin::PluginStatus answer = controls_.arm_fault(allocator->plugin_ctx(), *abi_point, nth);
       if (answer.code == NXMEM_STATUS_NOT_IMPLEMENTED) {
         armed = false;
       } else if (!answer.ok()) {
@@ -104,7 +107,7 @@ class PluginFaults final : public cts::FaultInjection {
   }
 
  private:
-  static std::uint32_t point_of(cts::FaultPoint point) {
+  static std::optional<std::uint32_t> point_of(cts::FaultPoint point) {
     switch (point) {
       case cts::FaultPoint::kReleaseUnmap:
         return ORTMEM_CTS_FAULT_RELEASE_UNMAP;
@@ -114,8 +117,11 @@ class PluginFaults final : public cts::FaultInjection {
         return ORTMEM_CTS_FAULT_DECOMMIT;
       case cts::FaultPoint::kPrefixMap:
         return ORTMEM_CTS_FAULT_PREFIX_MAP;
+      case cts::FaultPoint::kPhysicalFree:
+      case cts::FaultPoint::kAccessGrant:
+        return std::nullopt;
     }
-    return ORTMEM_CTS_FAULT_RELEASE_UNMAP;
+    return std::nullopt;
   }
 
   plugin::Controls controls_;

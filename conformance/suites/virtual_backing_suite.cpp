@@ -351,6 +351,101 @@ TEST_P(VirtualBackingSuite, AFailedReservationLeavesNothingForTheNextOne) {
                                              << " more open descriptors: what they mapped was kept";
 }
 
+// VB-011 where access is a step of its own (a driver maps, then grants
+// access): a commit whose grant fails at its first, second or third granule
+// takes back the mapping it could not open, so the range is free again and
+// the same commit, unfaulted, works. A mechanism that leaves the mapping in
+// place, or records the granule as stuck though it took it back, refuses the
+// retry for good.
+TEST_P(VirtualBackingSuite, ACommitWhoseAccessGrantFailsLeavesTheRangeFree) {
+  covers("VB-011", "VB-002");
+  ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
+  if (!adapter().faults()->arm(FaultPoint::kAccessGrant, std::uint64_t{1} << 40)) {
+    GTEST_SKIP() << kNotApplicable << "the adapter grants access in the same step that maps (no fault point of its own)";
+  }
+  adapter().faults()->clear();
+  const std::size_t bytes = 4 * granule_;
+  void* ptr = reserve(bytes);
+  ASSERT_NE(ptr, nullptr);
+  for (std::uint64_t nth = 1; nth <= 3 && !HasFatalFailure(); ++nth) {
+    SCOPED_TRACE("access grant " + std::to_string(nth) + " failing");
+    ASSERT_TRUE(adapter().faults()->arm(FaultPoint::kAccessGrant, nth));
+    const auto done = backing_->commit_allocation_range(ptr, bytes, 64, 0, bytes);
+    adapter().faults()->clear();
+    if (!done) {
+      ORTMEM_CTS_CHECKING("VB-011");
+      EXPECT_EQ(committed(ptr, bytes), 0U) << "the failed commit left bytes committed";
+      const auto retried = backing_->commit_allocation_range(ptr, bytes, 64, 0, bytes);
+      ASSERT_TRUE(retried) << "the same commit with no fault armed: " << retried.error().message();
+    }
+    {
+      ORTMEM_CTS_CHECKING("VB-002");
+      adapter().memory().fill(ptr, bytes, static_cast<std::uint8_t>(0x50 + nth));
+      EXPECT_TRUE(holds(ptr, bytes, static_cast<std::uint8_t>(0x50 + nth)));
+    }
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(backing_->decommit_allocation_range(ptr, bytes, 64, 0, bytes));
+  }
+}
+
+// A release whose giving back of one granule's physical memory fails, 24
+// times over. Complete says the whole allocation went back (ALLOC-017), and a
+// Quarantined residual that retains no bytes says nothing is held
+// (ALLOC-019): in both cases the process holds no more descriptors per release
+// than memory a mechanism pools, so the cycles judged together grow the count
+// by less than half their number. A mechanism that forgets the memory it could
+// not free answers one of the two while a descriptor stays open each time.
+TEST_P(VirtualBackingSuite, AFailedPhysicalFreeIsRetainedNotForgotten) {
+  covers("ALLOC-017", "ALLOC-019", "ALLOC-018");
+  ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
+  if (!adapter().faults()->arm(FaultPoint::kPhysicalFree, std::uint64_t{1} << 40)) {
+    GTEST_SKIP() << kNotApplicable << "the adapter has no fault point where physical memory is given back";
+  }
+  adapter().faults()->clear();
+  constexpr int kCycles = 24;
+  const std::size_t bytes = 4 * granule_;
+  long complete_growth = 0;
+  int complete = 0;
+  long empty_growth = 0;
+  int empty = 0;
+  for (int cycle = 0; cycle < kCycles && !HasFatalFailure(); ++cycle) {
+    const auto before = static_cast<long>(open_descriptors_now());
+    auto ptr = backing_->allocate_committed(bytes, 64, std::vector<ByteRange>{{0, bytes}});
+    {
+      ORTMEM_CTS_PRECONDITION();
+      ASSERT_TRUE(ptr) << ptr.error().message();
+    }
+    for (std::size_t g = 0; g < 4; ++g) adapter().memory().fill(at(*ptr, g * granule_), 1, 0x6A);
+    (void)adapter().faults()->arm(FaultPoint::kPhysicalFree, 1 + static_cast<std::uint64_t>(cycle % 4));
+    auto outcome = allocator_->release(*ptr, bytes, 64);
+    adapter().faults()->clear();
+    if (outcome.is_failed()) {
+      ORTMEM_CTS_CHECKING("ALLOC-018");
+      outcome = allocator_->release(*ptr, bytes, 64);
+      ASSERT_FALSE(outcome.is_failed()) << "after a Failed release, releasing again with no fault armed: "
+                                        << outcome.describe();
+    }
+    const long grown = static_cast<long>(open_descriptors_now()) - before;
+    if (outcome.is_complete()) {
+      complete_growth += grown;
+      ++complete;
+    } else if (outcome.residual()->retained_bytes == 0) {
+      empty_growth += grown;
+      ++empty;
+    }
+  }
+  {
+    ORTMEM_CTS_CHECKING("ALLOC-017");
+    EXPECT_LT(complete_growth, std::max(1L, static_cast<long>(complete) / 2))
+        << complete << " releases whose physical free was made to fail came back Complete, yet left "
+        << complete_growth << " more open descriptors";
+  }
+  ORTMEM_CTS_CHECKING("ALLOC-019");
+  EXPECT_LT(empty_growth, std::max(1L, static_cast<long>(empty) / 2))
+      << empty << " releases whose physical free was made to fail were Quarantined retaining 0 bytes, yet left "
+      << empty_growth << " more open descriptors";
+}
+
 // The empty range at the very end of an allocation lies inside it: commit
 // and decommit treat it alike, and a decommit of it unmaps nothing. A
 // mechanism that takes it from one and refuses it from the other cannot

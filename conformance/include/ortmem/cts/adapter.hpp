@@ -198,6 +198,8 @@ enum class FaultPoint : std::uint8_t {
   kCommit,        // mapping physical memory under a committed range
   kDecommit,      // removing the mapping of a decommitted range
   kPrefixMap,     // mapping a shared prefix into a target
+  kPhysicalFree,  // giving one piece of physical memory back to the system (a release's or a decommit's)
+  kAccessGrant,   // granting access to memory just mapped, where that is a step of its own
 };
 
 // Makes the Nth mechanism call behind a fault point fail, so partial release,
@@ -208,7 +210,10 @@ class FaultInjection {
   // Arms the `nth` next call behind `point` (1 = the very next) of every
   // allocator this adapter made. False when the adapter has no such point:
   // the checks that need it are then not-applicable. A fault affects only
-  // the call it was armed for; clear() disarms every point.
+  // the call it was armed for; clear() disarms every point. Arming one point
+  // leaves the others armed, so faults at two points can meet in one call;
+  // points an adapter serves with one system call share its count, and the
+  // later arm replaces the earlier.
   virtual bool arm(FaultPoint point, std::uint64_t nth) = 0;
   virtual void clear() = 0;
 };

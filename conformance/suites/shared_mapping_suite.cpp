@@ -309,6 +309,70 @@ TEST_P(SharedMappingSuite, TheLastHolderFreesThePrefixMemoryInEitherOrder) {
       << end_descriptors - start_descriptors << " more open descriptors: the prefix memory was not freed";
 }
 
+// Where access is a step of its own, an access grant that fails together
+// with the unmap that should take the mapping back leaves a granule mapped
+// without access: in a prefix's creation, or in a prefix commit. What was left
+// stays owned and goes with its holder. A creation that failed has no holder,
+// so it keeps nothing (SM-009); a target whose prefix commit failed is
+// released Complete with nothing left, or Quarantined retaining what it keeps
+// (ALLOC-017, ALLOC-019); a retried commit that succeeds shows the prefix
+// (SM-003). Judged over 8 rounds each by the descriptors the process holds.
+TEST_P(SharedMappingSuite, WhatAFailedPrefixStepCouldNotTakeBackStaysOwned) {
+  covers("SM-009", "SM-003", "ALLOC-017", "ALLOC-019");
+  ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
+  const bool armed = adapter().faults()->arm(FaultPoint::kAccessGrant, std::uint64_t{1} << 40) &&
+                     adapter().faults()->arm(FaultPoint::kDecommit, std::uint64_t{1} << 40);
+  adapter().faults()->clear();
+  if (!armed) GTEST_SKIP() << kNotApplicable << "the adapter cannot fail an access grant and an unmap at once";
+  constexpr int kRounds = 8;
+  const std::size_t bytes = 3 * granule_;
+  long created_growth = 0;
+  long released_growth = 0;
+  int released = 0;
+  for (int round = 0; round < kRounds && !HasFatalFailure(); ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    {
+      const auto before = static_cast<long>(open_descriptors_now());
+      (void)adapter().faults()->arm(FaultPoint::kAccessGrant, 1 + static_cast<std::uint64_t>(round % 3));
+      (void)adapter().faults()->arm(FaultPoint::kDecommit, 1);
+      auto created = mapping_->create_shared_prefix(bytes);
+      adapter().faults()->clear();
+      if (created) created->reset();
+      created_growth += static_cast<long>(open_descriptors_now()) - before;
+    }
+    const auto before = static_cast<long>(open_descriptors_now());
+    auto shared = prefix(granule_);
+    void* ptr = target(bytes);
+    ASSERT_TRUE(shared && ptr);
+    adapter().memory().fill(owner_window(*shared), 64, 0x2E);
+    (void)adapter().faults()->arm(FaultPoint::kAccessGrant, 1);
+    (void)adapter().faults()->arm(FaultPoint::kDecommit, 1);
+    const auto failed = mapping_->commit_shared_prefix(*shared, ptr, bytes, granule_);
+    adapter().faults()->clear();
+    const auto again = failed ? failed : mapping_->commit_shared_prefix(*shared, ptr, bytes, granule_);
+    if (again) {
+      ORTMEM_CTS_CHECKING("SM-003");
+      EXPECT_TRUE(holds(at(ptr, granule_), 64, 0x2E)) << "a prefix commit reported done does not show the prefix";
+    }
+    shared.reset();
+    std::erase_if(live_, [&](const auto& entry) { return entry.first == ptr; });
+    const auto outcome = allocator_->release(ptr, bytes, 64);
+    if (outcome.is_complete() || (outcome.is_quarantined() && outcome.residual()->retained_bytes == 0)) {
+      released_growth += static_cast<long>(open_descriptors_now()) - before;
+      ++released;
+    }
+  }
+  {
+    ORTMEM_CTS_CHECKING("SM-009");
+    EXPECT_LT(created_growth, kRounds / 2) << kRounds << " prefix creations failed with an access grant and an unmap, "
+                                           << "and left " << created_growth << " more open descriptors";
+  }
+  ORTMEM_CTS_CHECKING("ALLOC-019");
+  EXPECT_LT(released_growth, std::max(1L, static_cast<long>(released) / 2))
+      << released << " targets whose prefix commit failed were released Complete or retaining 0 bytes, yet left "
+      << released_growth << " more open descriptors";
+}
+
 ORTMEM_CTS_INSTANTIATE(SharedMappingSuite);
 
 }  // namespace

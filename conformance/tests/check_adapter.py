@@ -63,7 +63,10 @@ def timed_out_only(document, rids):
         if test["status"] == "fail":
             charged = set()
             for failure in test["failures"]:
-                charged |= set(failure.get("requirements") or test["requirements"])
+                # An empty list is a precondition's failure, which charges
+                # nothing; only a failure naming no list charges the test's.
+                named = failure.get("requirements")
+                charged |= set(test["requirements"] if named is None else named)
         else:
             charged = set(test["requirements"])
         for rid in charged:

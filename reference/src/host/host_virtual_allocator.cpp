@@ -344,14 +344,20 @@ AllocationReleaseOutcome HostVirtualAllocator::release(void* ptr, std::size_t by
   std::uint64_t unmapped = 0;
   std::uint64_t still_mapped = 0;
   for (Granule granule : region->granules) still_mapped += granule == Granule::kUnmapped ? 0 : granularity_;
-  // One munmap per contiguous run of mapped granules; a failed run stays whole.
+  // One unmap step per contiguous run of mapped granules; a failed run stays
+  // whole. The step is an mmap of a fresh inaccessible reservation over the
+  // run (MAP_FIXED), which drops the run's pages and keeps its addresses ours
+  // in one call: a munmap followed by a re-reservation leaves a moment in
+  // which another thread's mmap (a prefix's owner window, made without this
+  // allocator's lock) can be placed in the hole and then be clobbered.
   const auto runs =
       vmm::contiguous_runs(region->granules.size(), [&](std::size_t g) { return region->granules[g] != Granule::kUnmapped; });
   for (const vmm::GranuleSpan run : runs) {
     const std::size_t run_bytes = run.count * granularity_;
-    if (fails(Syscall::kMunmap) || ::munmap(granule_at(run.first), run_bytes) != 0) {
+    if (fails(Syscall::kMunmap) || ::mmap(granule_at(run.first), run_bytes, PROT_NONE,
+                                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED) {
       if (unmapped == 0) {
-        return AllocationReleaseOutcome::failed("munmap of the first mapped run failed; nothing was changed");
+        return AllocationReleaseOutcome::failed("unmapping the first mapped run failed; nothing was changed");
       }
       region->retired = true;  // never live again, never reissued
       return AllocationReleaseOutcome::quarantined(
@@ -359,8 +365,6 @@ AllocationReleaseOutcome HostVirtualAllocator::release(void* ptr, std::size_t by
           {AllocationReleaseState::kPartiallyUnmapped, QuarantineReason::of(QuarantineReason::Kind::kPartialRelease),
            still_mapped, region->address, align});
     }
-    // The run is gone: keep its addresses reserved until the whole region goes.
-    ::mmap(granule_at(run.first), run_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     for (std::size_t i = run.first; i < run.end(); ++i) region->granules[i] = Granule::kUnmapped;
     unmapped += run_bytes;
     still_mapped -= run_bytes;

@@ -329,6 +329,24 @@ class CapabilityConcurrency : public AdapterSuite {
       }
     }
   };
+  // `steps(thread, rounds, report)` run twice by one thread alone (what each
+  // call must answer alone is other rules' to judge: the test stands on it),
+  // then kRounds times by every thread at once, their failures into `failure`.
+  // False when the steps went wrong alone.
+  template <class Steps>
+  bool alone_then_together(const Steps& steps, FirstFailure& failure) {
+    bool alone = true;
+    steps(0, 2, [&](const std::string& what) {
+      if (alone) {
+        stands_on_broken("alone, " + what);
+        ADD_FAILURE() << "one thread alone: " << what;
+      }
+      alone = false;
+    });
+    if (!alone) return false;
+    together([&](int t) { steps(t, kRounds, [&](const std::string& what) { failure.add(what); }); });
+    return true;
+  }
   static constexpr int kRounds = 24;
   static constexpr std::size_t kProbe = 64;  // bytes written and read back per granule
 };
@@ -385,16 +403,7 @@ TEST_P(CapabilityConcurrency, CommitsAndDecommitsFromEightThreadsReturnWhatTheyW
       if (!allocator->release(ptr, bytes, 64).is_complete()) fail("the release was not Complete");
     }
   };
-  bool alone = true;
-  steps(0, 2, [&](const std::string& what) {
-    if (alone) {
-      stands_on_broken("alone, " + what);
-      ADD_FAILURE() << "one thread alone: " << what;
-    }
-    alone = false;
-  });
-  if (!alone) return;
-  together([&](int t) { steps(t, kRounds, [&](const std::string& what) { failure.add(what); }); });
+  if (!alone_then_together(steps, failure)) return;
   ORTMEM_CTS_CHECKING("VB-010");
   EXPECT_EQ(failure.count.load(), 0) << failure.count.load() << " calls from " << kThreads
                                      << " threads went wrong; the first: " << failure.what;
@@ -450,16 +459,7 @@ TEST_P(CapabilityConcurrency, PrefixMappingsFromEightThreadsReturnWhatTheyWouldA
       if (own) own->reset();  // after its mapping: dropping a prefix first is SM-009's to judge
     }
   };
-  bool alone = true;
-  steps(0, 2, [&](const std::string& what) {
-    if (alone) {
-      stands_on_broken("alone, " + what);
-      ADD_FAILURE() << "one thread alone: " << what;
-    }
-    alone = false;
-  });
-  if (!alone) return;
-  together([&](int t) { steps(t, kRounds, [&](const std::string& what) { failure.add(what); }); });
+  if (!alone_then_together(steps, failure)) return;
   ORTMEM_CTS_CHECKING("SM-010");
   EXPECT_EQ(failure.count.load(), 0) << failure.count.load() << " calls from " << kThreads
                                      << " threads went wrong; the first: " << failure.what;

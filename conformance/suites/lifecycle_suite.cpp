@@ -166,6 +166,86 @@ TEST_P(Lifecycle, AfterInvalidationTheNextMechanismRegisteredIsSelected) {
   EXPECT_EQ(bound->identity().mechanism, replacement->identity);
 }
 
+TEST_P(Lifecycle, ASelectRacingARetireNeverLeavesARetiredMechanismSelected) {
+  covers("TEAR-006");
+  // A select that meets a retire must not leave the retired mechanism
+  // selected, whatever the selection was before it: another active mechanism,
+  // one being retired at the same moment, or none. Each round registers a
+  // prior P and a candidate C; one thread selects P then C until C is refused,
+  // another retires C (in some rounds removes it too, and in others retires P)
+  // after a spin that varies by round, so the retire lands at every point of a
+  // select, and a third binds the device all the while, so a bind meets a
+  // selection in every state a select passes through. In a third of the
+  // rounds P is retired first, leaving nothing to go back to.
+  constexpr int kRounds = 300;
+  const DeviceKey device = info().device;
+  const auto allocator = watched_allocator();
+  std::string left_selected;  // what the first round that went wrong left behind
+  for (int round = 0; round < kRounds && left_selected.empty(); ++round) {
+    auto prior = registry().register_allocator(harness_->context_registration, harness_->authority, allocator);
+    auto candidate = registry().register_allocator(harness_->context_registration, harness_->authority, allocator);
+    if (!prior || !candidate) {
+      // An allocator whose device wandered is refused (ALLOC-010's to judge).
+      stands_on_broken("registering the adapter's allocator failed: " +
+                       (prior ? candidate.error() : prior.error()).message());
+      FAIL() << "no mechanism to race with";
+    }
+    {
+      ORTMEM_CTS_PRECONDITION();
+      ASSERT_TRUE(registry().select(*prior));
+    }
+    const bool prior_retired_first = round % 3 == 0;
+    const bool prior_retired_too = round % 3 == 1;
+    const bool candidate_removed = round % 2 == 0;
+    if (prior_retired_first) {
+      ORTMEM_CTS_PRECONDITION();
+      ASSERT_TRUE(registry().retire(*prior));
+    }
+    std::atomic<bool> selecting{false};
+    std::atomic<bool> raced{false};
+    std::thread selector([&] {
+      selecting = true;
+      for (int i = 0; i < 10000; ++i) {
+        (void)registry().select(*prior);
+        if (!registry().select(*candidate)) break;
+      }
+    });
+    std::thread retirer([&] {
+      while (!selecting.load()) std::this_thread::yield();
+      std::atomic<int> spun{0};  // a store the compiler cannot drop, so the spin is real
+      for (int spin = (round * 37) % 400; spin > 0; --spin) spun.fetch_add(1, std::memory_order_relaxed);
+      (void)registry().retire(*candidate);
+      if (candidate_removed) (void)registry().remove(*candidate);
+      if (prior_retired_too) (void)registry().retire(*prior);
+    });
+    std::thread binder([&] {
+      while (!raced.load()) (void)registry().bind(device);
+    });
+    selector.join();
+    retirer.join();
+    raced = true;
+    binder.join();
+    const auto bound = registry().bind(device);
+    if (bound) {
+      const auto lifecycle = registry().snapshot(RegisteredMechanism{bound->identity().mechanism, device})->lifecycle;
+      if (lifecycle != MechanismLifecycle::kActive) {
+        left_selected = "round " + std::to_string(round) + ": bind(device) bound a mechanism in lifecycle " +
+                        std::string(lifecycle_name(lifecycle));
+      }
+    } else if (bound.error().kind() != BindingError::Kind::kNoSelectedMechanism) {
+      left_selected = "round " + std::to_string(round) + ": bind(device) found a selection it could not bind: " +
+                      bound.error().message();
+    }
+    for (const auto& each : {*prior, *candidate}) {
+      (void)registry().retire(each);
+      const auto removed = registry().remove(each);
+      ORTMEM_CTS_PRECONDITION();
+      ASSERT_TRUE(removed || removed.error().kind() == BindingError::Kind::kUnregisteredMechanism) << removed.error().message();
+    }
+  }
+  EXPECT_EQ(left_selected, "") << "a select racing a retire left a retired mechanism selected";
+}
+
 TEST_P(Lifecycle, AnUnusedContextOrAuthorityCanBeRemovedBesideUsedOnes) {
   covers("TEAR-017");
   auto unused_context = *registry().register_provider_context(info().device);

@@ -1,26 +1,31 @@
 #!/usr/bin/env bash
-# Certifies the host adapter, then checks what the report promises:
-# exit 0, schema-valid JSON, core/pins/deferred conformant with every MUST
-# requirement of those profiles passing; a --filter or --profile runs only
-# what it selects and is partial (exit 3), never conformant; the same --seed
-# gives the same property runs; the in-process and per-test modes agree.
+# Runs the host adapter, in two parts that ctest runs side by side:
+#
+#   report: certifies it, then checks what the report promises: exit 0,
+#     schema-valid JSON, core/pins/deferred conformant with every MUST
+#     requirement of those profiles passing; the report verifies, a tampered
+#     one does not, a signed one verifies under its own key only.
+#   scope: a --filter or --profile runs only what it selects and is partial
+#     (exit 3), never conformant; the same --seed gives the same property
+#     runs; the in-process, per-test and per-group modes agree.
 set -euo pipefail
-runner=$1 reports=$2 python=$3 schema=$4
-report=$reports/host.json
-rm -f "$report"
-# The first run is the certification and explores with the full model budget.
-# The later ones test what the runner does with a run (signing, filters, the
-# isolation modes), not how deep the models look, so they take a small one:
-# under TSan the full budget made this one test cost over two minutes.
+runner=$1 reports=$2 python=$3 schema=$4 part=$5
+# The certification explores with the full model budget. The other runs test
+# what the runner does with a run (signing, filters, the isolation modes), not
+# how deep the models look, so they take a small one.
 small=(--model-runs 5 --model-length 20)
 # A run that must be conformant: when it is not, say which run and what failed
 # (set -e alone would end the test without a word).
 certify() {
-  local out=$reports/certify.out code=0
+  local out=$reports/certify-$part.out code=0
   "$runner" run --adapter host "$@" >"$out" 2>&1 || code=$?
   [[ $code -eq 0 ]] || { echo "ortmem-cts run --adapter host $* exited $code:"; tail -n 40 "$out"; exit 1; }
 }
 # shellcheck disable=SC2086 # the budget is words
+case "$part" in
+report)
+report=$reports/host.json
+rm -f "$report"
 "$runner" run --adapter host ${ORTMEM_TEST_MODEL_BUDGET:-} --jobs 1 --report "$report" >"$reports/host.out"
 "$python" - "$report" "$schema" <<'PY'
 import json, sys, jsonschema
@@ -51,8 +56,8 @@ certify "${small[@]}" --jobs 1 --quiet --sign "$reports/key.sec" --report "$repo
 "$runner" report verify "$reports/signed.json" --pubkey "$reports/key.pub" >/dev/null || { echo "a signed report does not verify"; exit 1; }
 code=0; "$runner" report verify "$reports/signed.json" --pubkey "$reports/other.pub" >/dev/null 2>&1 || code=$?
 [[ $code -eq 1 ]] || { echo "a report signed by another key: verify exit $code, expected 1"; exit 1; }
-# The virtual-memory reference declares every capability: all five profiles conformant.
-bash "$(dirname "$0")/runner_all_profiles.sh" "$runner" host-vmm "$reports" "$python" "$schema"
+;;
+scope)
 filtered=$reports/filtered.json
 code=0
 "$runner" run --adapter host --filter '*Pins*' --report "$filtered" >/dev/null 2>&1 || code=$?
@@ -96,4 +101,7 @@ strip = lambda r: [(t["id"], t["status"], t.get("reproduce")) for t in r["tests"
 assert strip(a) == strip(b), "the same seed gave different property runs"
 assert all("--seed 4242" in t["reproduce"] for t in a["tests"]), "property tests must carry a reproduce command"
 PY
+;;
+*) echo "runner_host.sh: the fifth argument is report or scope, not '$part'"; exit 2 ;;
+esac
 echo "ok"

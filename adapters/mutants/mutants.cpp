@@ -8,10 +8,12 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "host/host_variant.hpp"
 #include "mutant_allocator.hpp"
@@ -372,25 +374,40 @@ class LifoQueue final : public QueueWrapper {
   using QueueWrapper::QueueWrapper;
   Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(
       PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept override {
+    const std::lock_guard lock(mutex_);
     held_.push_back({std::move(request), std::move(pin)});
     return DeferredEnqueued{};
   }
+  // Guarded like a sound queue (its bug is the order, not a race), and run
+  // outside the lock so a release may call back in.
   std::size_t drain() override {
     std::size_t ran = 0;
-    while (!held_.empty()) {
-      (void)std::move(held_.back().first).execute();
+    for (;;) {
+      std::unique_lock lock(mutex_);
+      if (held_.empty()) break;
+      auto newest = std::move(held_.back());
       held_.pop_back();
+      lock.unlock();
+      (void)std::move(newest.first).execute();
       ++ran;
     }
     return ran;
   }
   void mark_device_lost() override {
-    for (auto& [request, pin] : held_) (void)std::move(request).quarantine_device_lost();
-    held_.clear();
+    std::vector<std::pair<PreparedAllocationRelease, ProviderContextPin>> lost;
+    {
+      const std::lock_guard lock(mutex_);
+      lost.swap(held_);
+    }
+    for (auto& [request, pin] : lost) (void)std::move(request).quarantine_device_lost();
   }
-  std::size_t pending() const noexcept override { return held_.size(); }
+  std::size_t pending() const noexcept override {
+    const std::lock_guard lock(mutex_);
+    return held_.size();
+  }
 
  private:
+  mutable std::mutex mutex_;
   std::vector<std::pair<PreparedAllocationRelease, ProviderContextPin>> held_;
 };
 

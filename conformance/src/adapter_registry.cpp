@@ -39,13 +39,15 @@ std::string_view control_name(Control control) noexcept {
     case Control::kQueueCapacity: return "queue-capacity";
     case Control::kQueueDeviceLoss: return "queue-device-loss";
     case Control::kFaultInjection: return "fault-injection";
+    case Control::kAllocatorInterposition: return "allocator-interposition";
   }
   return "unknown";
 }
 
 const std::set<Control>& all_controls() {
   static const std::set<Control> every = {Control::kFences, Control::kQueueClose, Control::kQueueCapacity,
-                                          Control::kQueueDeviceLoss, Control::kFaultInjection};
+                                          Control::kQueueDeviceLoss, Control::kFaultInjection,
+                                          Control::kAllocatorInterposition};
   return every;
 }
 

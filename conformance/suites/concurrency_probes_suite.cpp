@@ -215,6 +215,70 @@ TEST_P(QueueConcurrency, EnqueuesThatMeetNeverOverfillABoundedQueue) {
   EXPECT_LE(most_pending, kCapacity) << "pending() read " << most_pending << " in a queue of capacity " << kCapacity;
 }
 
+// DQ-012 when a drain and a device loss meet: every request settles once,
+// released by the drain before the loss or quarantined by it, and the queue
+// is empty after both. A queue whose drain reads its head's fence outside its
+// lock and then pops without looking again pops from a queue the loss has
+// just emptied (or takes a request it never checked). The loss comes after a
+// spin of up to about a microsecond, which varies by round: a drain's first
+// steps are where the sweep is dense, and a lost queue refuses any later.
+TEST_P(QueueConcurrency, ADrainMeetingADeviceLossSettlesEachRequestOnce) {
+  covers("DQ-012");
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueDeviceLoss);
+  // Few requests a round: every request the loss settles stays quarantined,
+  // holding its memory (under the simulated CUDA driver, a file descriptor
+  // each) to the end of the test, and a test process may open 4096 files.
+  constexpr std::size_t kRequests = 4;
+  for (int round = 0; round < 256 && !HasFatalFailure(); ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    auto queue = adapter().make_queue(*harness_->context, {});
+    ASSERT_NE(queue, nullptr);
+    if (queue->capacity().value_or(kRequests) < kRequests) {
+      GTEST_SKIP() << kNotApplicable << "the queue holds fewer than " << kRequests << " requests";
+    }
+    const std::size_t run_before = harness_->releases_run(*queue);
+    const std::size_t quarantined_before = harness_->snapshot().quarantined_allocations;
+    queue->record_use();
+    {
+      ORTMEM_CTS_PRECONDITION();
+      for (std::size_t i = 0; i < kRequests; ++i) {
+        auto disposition = owner(48 + 16 * (i % 4)).release_deferred(queue->queue());
+        ASSERT_TRUE(disposition && disposition->is_queued()) << "a queue with room refused request " << i;
+      }
+    }
+    queue->signal_fences();
+    std::atomic<int> ready{0};
+    const auto start_together = [&] {
+      ready.fetch_add(1);
+      while (ready.load() < 2) std::this_thread::yield();
+    };
+    std::thread drainer([&] {
+      start_together();
+      (void)queue->drain();
+    });
+    std::thread loser([&] {
+      start_together();
+      std::atomic<int> spun{0};  // a store the compiler cannot drop, so the spin is real
+      for (int spin = (round % 16) * 4; spin > 0; --spin) spun.fetch_add(1, std::memory_order_relaxed);
+      queue->mark_device_lost();
+    });
+    drainer.join();
+    loser.join();
+    (void)queue->drain();
+    ORTMEM_CTS_CHECKING("DQ-012");
+    const std::size_t run = harness_->releases_run(*queue) - run_before;
+    const std::size_t quarantined = harness_->snapshot().quarantined_allocations - quarantined_before;
+    EXPECT_EQ(queue->queue().pending(), 0U) << "requests were left pending after the loss";
+    EXPECT_EQ(run + quarantined, kRequests) << "of " << kRequests << " requests, " << run
+                                            << " were released and " << quarantined << " quarantined";
+    const std::vector<void*> order = harness_->release_order(*queue);
+    std::vector<void*> released(order.end() - static_cast<std::ptrdiff_t>(std::min(run, order.size())), order.end());
+    std::sort(released.begin(), released.end());
+    EXPECT_EQ(std::adjacent_find(released.begin(), released.end()), released.end()) << "a request was released twice";
+  }
+}
+
 void QueueConcurrency::fill_and_drain(QueueUnderTest& queue_under_test, int per_thread, std::size_t total) {
   QueueUnderTest* const queue = &queue_under_test;
   const std::size_t released_before = harness_->releases_run(queue_under_test);

@@ -2,6 +2,7 @@
 // context and allocator.
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -413,6 +414,81 @@ class ReenteringQueue final : public DeferredReleaseQueue {
   DeferredReleaseQueue& inner_;
   RegistryHarness& harness_;
 };
+
+// Forwards to the harness's allocator and, inside each release, runs
+// `on_release`: the allocator calling back into the queue that is executing it.
+class CallingBackAllocator final : public DeviceAllocator {
+ public:
+  explicit CallingBackAllocator(std::shared_ptr<DeviceAllocator> inner) : inner_(std::move(inner)) {}
+  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
+    return inner_->allocate(bytes, align);
+  }
+  AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
+    if (on_release) on_release();
+    return inner_->release(ptr, bytes, align);
+  }
+  void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
+    inner_->deallocate(ptr, bytes, align);
+  }
+  DeviceKey device() const noexcept override { return inner_->device(); }
+
+  std::function<void()> on_release;
+
+ private:
+  std::shared_ptr<DeviceAllocator> inner_;
+};
+
+TEST_P(Deferred, AReleaseTheQueueRunsMayCallBackIntoTheQueue) {
+  covers("DQ-017");
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kAllocatorInterposition);
+  // The first request's release asks the queue how much waits and queues the
+  // second; a queue that ran it under its own lock deadlocks there (the
+  // watchdog ends the test). The second runs on the next drain.
+  auto calling_back = std::make_shared<CallingBackAllocator>(harness_->allocator);
+  auto mechanism = registry().register_allocator(harness_->context_registration, harness_->authority, calling_back);
+  ASSERT_TRUE(mechanism) << mechanism.error().message();
+  auto binding = registry().bind_registered(*mechanism);
+  ASSERT_TRUE(binding) << binding.error().message();
+  std::vector<OwningAllocation> owners;
+  for (int i = 0; i < 2; ++i) {
+    auto allocation = binding->allocate_owning(256, 64);
+    if (!allocation) {
+      stands_on_broken("the allocator refused 256 bytes: " + allocation.error().message());
+      FAIL() << allocation.error().message();
+    }
+    owners.push_back(std::move(*allocation));
+  }
+  int calls = 0;
+  bool second_answered = false;
+  calling_back->on_release = [&] {
+    if (++calls != 1) return;
+    (void)queue_->queue().pending();
+    // Queued or refused, the answer is what counts: it came back. A refused
+    // owner comes back live and is released here instead.
+    auto second = std::move(owners[1]).release_deferred(queue_->queue());
+    second_answered = true;
+    if (!second) (void)std::move(second.error()).take_allocation().release_now();
+  };
+  queue_->record_use();
+  auto disposition = std::move(owners[0]).release_deferred(queue_->queue());
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(disposition) << disposition.error().error().message();
+    ASSERT_TRUE(disposition->is_queued());
+  }
+  queue_->signal_fences();
+  (void)queue_->drain();
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_GE(calls, 1) << "the queue did not run the request whose fence had passed";
+  }
+  EXPECT_TRUE(second_answered);
+  queue_->record_use();
+  queue_->signal_fences();
+  (void)queue_->drain();
+  EXPECT_EQ(calls, 2) << "the second allocation, released from inside the first one's release, was never released";
+}
 
 TEST_P(Deferred, EnqueueIsCalledWithNoLockHeld) {
   covers("DQ-003", "LOCK-002");

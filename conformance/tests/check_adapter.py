@@ -55,9 +55,9 @@ def failing(document):
     return {r["id"] for r in document["requirements"] if r["status"] == "fail"}
 
 
-def sanitized_budget():
-    """The model budget CMake sets for a sanitized build (ORTMEM_TEST_MODEL_BUDGET), or none."""
-    return os.environ.get("ORTMEM_TEST_MODEL_BUDGET", "").split()
+def sanitized_flags():
+    """The runner flags CMake sets for a sanitized build (ORTMEM_TEST_SANITIZED_FLAGS), or none."""
+    return os.environ.get("ORTMEM_TEST_SANITIZED_FLAGS", "").split()
 
 
 def timed_out_only(document, rids):
@@ -115,7 +115,7 @@ def check_mutant(runner, entry, report):
 
 
 def check_control(runner, entry, report):
-    status, stderr, document = certify(runner, entry["name"], report, ["--seed", SEED, *sanitized_budget()])
+    status, stderr, document = certify(runner, entry["name"], report, ["--seed", SEED, *sanitized_flags()])
     problems = []
     if status != 0:
         problems.append(f"exit status {status}, expected 0 (conformant); stderr: {stderr}")

@@ -76,8 +76,8 @@ def certify(runner, plugin, schema_path, out, profiles, controls="none"):
     for minor in os.environ.get("ORTMEM_TEST_ABI_MINORS", "1,0").split(","):
         report = out / f"{pathlib.Path(plugin).stem}-minor{minor}.json"
         report.unlink(missing_ok=True)
-        budget = os.environ.get("ORTMEM_TEST_MODEL_BUDGET", "").split()
-        result = run(runner, "run", "--adapter", plugin, "--abi-minor", minor, *budget, "--quiet", "--jobs", "2",
+        sanitized = os.environ.get("ORTMEM_TEST_SANITIZED_FLAGS", "").split()
+        result = run(runner, "run", "--adapter", plugin, "--abi-minor", minor, *sanitized, "--quiet", "--jobs", "2",
                      "--report", str(report))
         if result.returncode != exit_code:
             problems.append(f"--abi-minor {minor}: exit {result.returncode}, expected {exit_code}:\n{result.stdout[-2000:]}{result.stderr[-1000:]}")
@@ -223,8 +223,8 @@ def mechanisms(runner, plugin, schema_path, out):
     if refused.returncode != 2 or "--report DIR/" not in refused.stderr or out.exists():
         problems.append(f"without a directory: exit {refused.returncode}, stderr {refused.stderr.strip()!r}, "
                         f"expected exit 2 asking for --report DIR/ and nothing written")
-    budget = os.environ.get("ORTMEM_TEST_MODEL_BUDGET", "").split()
-    result = run(runner, "run", "--adapter", plugin, *budget, "--quiet", "--jobs", "2", "--report", f"{out}/")
+    sanitized = os.environ.get("ORTMEM_TEST_SANITIZED_FLAGS", "").split()
+    result = run(runner, "run", "--adapter", plugin, *sanitized, "--quiet", "--jobs", "2", "--report", f"{out}/")
     if result.returncode != 0:
         problems.append(f"--report DIR/: exit {result.returncode}, expected 0:\n{result.stdout[-1500:]}{result.stderr[-800:]}")
     expected = {"eager-host.json": "eager-host", "eager_twin_2.json": "eager twin/2"}

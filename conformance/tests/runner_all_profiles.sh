@@ -7,8 +7,8 @@ set -euo pipefail
 runner=$1 adapter=$2 reports=$3 python=$4 schema=$5
 report=$reports/$adapter.json
 rm -f "$report"
-# shellcheck disable=SC2086 # the budget is words
-"$runner" run --adapter "$adapter" ${ORTMEM_TEST_MODEL_BUDGET:-} --jobs 1 --report "$report" >"$reports/$adapter.out"
+# shellcheck disable=SC2086 # the flags are words
+"$runner" run --adapter "$adapter" ${ORTMEM_TEST_SANITIZED_FLAGS:-} --jobs 1 --report "$report" >"$reports/$adapter.out"
 "$python" - "$report" "$schema" <<'PY'
 import json, sys, jsonschema
 report = json.load(open(sys.argv[1]))

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Runs the host adapter, in two parts that ctest runs side by side:
+# Runs the host adapter, in three parts that ctest runs side by side:
 #
 #   report: certifies it, then checks what the report promises: exit 0,
 #     schema-valid JSON, core/pins/deferred conformant with every MUST
 #     requirement of those profiles passing; the report verifies, a tampered
 #     one does not, a signed one verifies under its own key only.
 #   scope: a --filter or --profile runs only what it selects and is partial
-#     (exit 3), never conformant; the same --seed gives the same property
-#     runs; the in-process, per-test and per-group modes agree.
+#     (exit 3), never conformant; the same --seed gives the same property runs.
+#   isolation: the in-process, per-test and per-group modes run the same
+#     tests with the same outcomes.
 set -euo pipefail
 runner=$1 reports=$2 python=$3 schema=$4 part=$5
 # The certification explores with the full model budget. The other runs test
@@ -21,12 +22,12 @@ certify() {
   "$runner" run --adapter host "$@" >"$out" 2>&1 || code=$?
   [[ $code -eq 0 ]] || { echo "ortmem-cts run --adapter host $* exited $code:"; tail -n 40 "$out"; exit 1; }
 }
-# shellcheck disable=SC2086 # the budget is words
 case "$part" in
 report)
 report=$reports/host.json
 rm -f "$report"
-"$runner" run --adapter host ${ORTMEM_TEST_MODEL_BUDGET:-} --jobs 1 --report "$report" >"$reports/host.out"
+# shellcheck disable=SC2086 # the flags are words
+"$runner" run --adapter host ${ORTMEM_TEST_SANITIZED_FLAGS:-} --jobs 1 --report "$report" >"$reports/host.out"
 "$python" - "$report" "$schema" <<'PY'
 import json, sys, jsonschema
 report = json.load(open(sys.argv[1]))
@@ -60,7 +61,7 @@ code=0; "$runner" report verify "$reports/signed.json" --pubkey "$reports/other.
 scope)
 filtered=$reports/filtered.json
 code=0
-"$runner" run --adapter host --filter '*Pins*' --report "$filtered" >/dev/null 2>&1 || code=$?
+"$runner" run --adapter host "${small[@]}" --filter '*Pins*' --report "$filtered" >/dev/null 2>&1 || code=$?
 [[ $code -eq 3 ]] || { echo "a filtered run exited $code, expected 3 (partial)"; exit 1; }
 "$python" - "$filtered" <<'PY'
 import json, sys
@@ -72,18 +73,6 @@ PY
 code=0
 "$runner" run --adapter host "${small[@]}" --profile core --quiet --report "$filtered" >/dev/null 2>&1 || code=$?
 [[ $code -eq 3 ]] || { echo "--profile core exited $code, expected 3 (partial: pins and deferred not judged)"; exit 1; }
-# The three modes run the same tests with the same outcomes.
-for mode in none test; do
-  certify "${small[@]}" --isolate "$mode" --seed 99 --quiet --report "$reports/host-$mode.json"
-done
-certify "${small[@]}" --seed 99 --quiet --report "$reports/host-group.json"
-"$python" - "$reports"/host-{none,test,group}.json <<'PY'
-import json, sys
-runs = [json.load(open(p)) for p in sys.argv[1:]]
-outcomes = [sorted((t["id"], t["status"]) for t in r["tests"]) for r in runs]
-assert outcomes[0] == outcomes[1] == outcomes[2], "the isolation modes disagree"
-assert [r["run"]["isolation"] for r in runs] == ["none", "test", "group"]
-PY
 # The seed reaches RapidCheck and the report: the same --seed, the same runs.
 for attempt in 1 2; do
   # A filtered run judges only part of the spec: partial, exit 3.
@@ -102,6 +91,20 @@ assert strip(a) == strip(b), "the same seed gave different property runs"
 assert all("--seed 4242" in t["reproduce"] for t in a["tests"]), "property tests must carry a reproduce command"
 PY
 ;;
-*) echo "runner_host.sh: the fifth argument is report or scope, not '$part'"; exit 2 ;;
+isolation)
+# The three modes run the same tests with the same outcomes.
+for mode in none test; do
+  certify "${small[@]}" --isolate "$mode" --seed 99 --quiet --report "$reports/host-$mode.json"
+done
+certify "${small[@]}" --seed 99 --quiet --report "$reports/host-group.json"
+"$python" - "$reports"/host-{none,test,group}.json <<'PY'
+import json, sys
+runs = [json.load(open(p)) for p in sys.argv[1:]]
+outcomes = [sorted((t["id"], t["status"]) for t in r["tests"]) for r in runs]
+assert outcomes[0] == outcomes[1] == outcomes[2], "the isolation modes disagree"
+assert [r["run"]["isolation"] for r in runs] == ["none", "test", "group"]
+PY
+;;
+*) echo "runner_host.sh: the fifth argument is report, scope or isolation, not '$part'"; exit 2 ;;
 esac
 echo "ok"

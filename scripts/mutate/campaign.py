@@ -58,6 +58,8 @@ from mutate import generate, scratch  # noqa: E402
 
 RESULTS = ROOT / "reports" / "mutation"
 SCOPE = json.loads((HERE / "scope.json").read_text())
+# Adapters that are nxmem plugins: the library each loads and the target that builds it.
+PLUGIN_OF = SCOPE.get("plugin_of", {})
 # What judges a mutant: when any of these change, every result is carried.
 CHECKS = ["conformance/CMakeLists.txt", "conformance/include", "conformance/runner", "conformance/src",
           "conformance/suites", "adapters/host", "adapters/cuda", "spec/requirements.json", "reports/src",
@@ -175,10 +177,12 @@ class Worker:
         report = self.reports / "mutant.json"
         report.unlink(missing_ok=True)
         runner = self.build / SCOPE["runner_of"][adapter]
+        plugin = PLUGIN_OF.get(adapter)
+        loaded = str(self.build / plugin["library"]) if plugin else adapter
         flags, limit = (RACE_RUN_FLAGS, RACE_CERTIFY_LIMIT_S) if self.races else (RUN_FLAGS, CERTIFY_LIMIT_S)
         # In a session of its own, so a hang is ended with every child the
         # runner isolated tests in, not just the runner.
-        run = subprocess.Popen([str(runner), "run", "--adapter", adapter, *flags, "--report", str(report)],
+        run = subprocess.Popen([str(runner), "run", "--adapter", loaded, *flags, "--report", str(report)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                                env=dict(os.environ, **RACE_ENVIRONMENT) if self.races else None)
         try:
@@ -201,8 +205,9 @@ class Worker:
             if original[mutant["start"]:mutant["end"]] != mutant["original"]:
                 raise RuntimeError(f"{mutant['file']} changed since its mutants were generated")
             target.write_text(generate.apply(original, mutant))
-            runners = sorted({SCOPE["runner_of"][a] for a in mutant["adapters"]})
-            ok, output = self.make(runners)
+            targets = sorted({SCOPE["runner_of"][a] for a in mutant["adapters"]} |
+                             {PLUGIN_OF[a]["target"] for a in mutant["adapters"] if a in PLUGIN_OF})
+            ok, output = self.make(targets)
             if not ok:
                 outcome = {"status": "build-failure", "adapters": [], "build_output": output[-600:]}
             else:
@@ -410,7 +415,8 @@ def run_queue(queue, files, workers, races, deadline, record):
         log(f"building the unmutated kit{' under ThreadSanitizer' if races else ''} in each worker's scratch copy")
         pool = [Worker(base / f"worker{i}", files, races=races) for i in range(workers)]
         for worker in pool:
-            ok, output = worker.make(["ortmem-cts", "ortmem-cts-mutants"], jobs=None)
+            ok, output = worker.make(["ortmem-cts", "ortmem-cts-mutants", *sorted(p["target"] for p in PLUGIN_OF.values())],
+                                     jobs=None)
             if not ok:
                 log(output)
                 return 2

@@ -55,6 +55,10 @@ enum class Control : std::uint8_t {
   kQueueCapacity,    // QueueOptions::capacity bounds a queue
   kQueueDeviceLoss,  // QueueUnderTest::mark_device_lost
   kFaultInjection,   // Adapter::faults(), when the adapter declares the capability
+  // The adapter's queue runs each release through the allocator the kit
+  // registered (RegistryHarness), so the kit can act inside a release. No
+  // plugin surface offers it: an nxmem queue frees the plugin's own memory.
+  kAllocatorInterposition,
 };
 
 [[nodiscard]] std::string_view control_name(Control control) noexcept;

@@ -568,6 +568,48 @@ TEST_P(VirtualBackingSuite, WhatAFailedCommitCouldNotTakeBackStaysOwned) {
   forgotten.expect_none("releases after a doubly failed commit");
 }
 
+// The same when a decommit fails part way and putting an earlier granule
+// back fails too: the allocation is damaged, and what it could neither give
+// back nor map again must still be its own, so its release gives everything
+// back or retains it (ALLOC-017, ALLOC-019). A mechanism that drops the
+// physical memory it could not map back from its books forgets it.
+TEST_P(VirtualBackingSuite, WhatAFailedDecommitCouldNotPutBackStaysOwned) {
+  covers("ALLOC-017", "ALLOC-019", "ALLOC-018");
+  ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
+  const bool armed = adapter().faults()->arm(FaultPoint::kDecommit, std::uint64_t{1} << 40) &&
+                     adapter().faults()->arm(FaultPoint::kCommit, std::uint64_t{1} << 40);
+  adapter().faults()->clear();
+  if (!armed) GTEST_SKIP() << kNotApplicable << "the adapter cannot fail a decommit and its putting back at once";
+  constexpr int kRounds = 6;
+  const std::size_t bytes = 4 * granule_;
+  ForgottenMemory forgotten;
+  for (int round = 0; round < kRounds && !HasFatalFailure(); ++round) {
+    // The second, third or fourth unmap fails, so one to three granules are to be put back.
+    const std::uint64_t failing_unmap = 2 + static_cast<std::uint64_t>(round % 3);
+    SCOPED_TRACE("unmap " + std::to_string(failing_unmap) + " fails, round " + std::to_string(round));
+    const auto before = static_cast<long>(open_descriptors_now());
+    const std::vector<ByteRange> whole{{0, bytes}};
+    auto reserved = backing_->allocate_committed(bytes, 64, whole);
+    {
+      ORTMEM_CTS_PRECONDITION();
+      ASSERT_TRUE(reserved) << reserved.error().message();
+    }
+    void* ptr = *reserved;
+    (void)adapter().faults()->arm(FaultPoint::kDecommit, failing_unmap);
+    (void)adapter().faults()->arm(FaultPoint::kCommit, 1);
+    (void)backing_->decommit_allocation_range(ptr, bytes, 64, 0, bytes);
+    adapter().faults()->clear();
+    auto outcome = allocator_->release(ptr, bytes, 64);
+    if (outcome.is_failed()) {
+      ORTMEM_CTS_CHECKING("ALLOC-018");
+      outcome = allocator_->release(ptr, bytes, 64);
+      ASSERT_FALSE(outcome.is_failed()) << "after a Failed release, releasing again: " << outcome.describe();
+    }
+    forgotten.count(outcome, static_cast<long>(open_descriptors_now()) - before);
+  }
+  forgotten.expect_none("releases after a decommit that could not put back what it took");
+}
+
 // The empty range at the very end of an allocation lies inside it: commit
 // and decommit treat it alike, and a decommit of it unmaps nothing. A
 // mechanism that takes it from one and refuses it from the other cannot

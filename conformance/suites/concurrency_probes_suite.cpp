@@ -20,6 +20,7 @@
 
 #include "support/kit_heap_allocator.hpp"
 #include "support/registry_harness.hpp"
+#include "support/sanitizers.hpp"
 #include "support/suite.hpp"
 #include "ortmem/capability.hpp"
 #include "ortmem/identity.hpp"
@@ -112,7 +113,7 @@ TEST_P(QueueConcurrency, EightThreadsEnqueuingLeaveAnExactPendingCountAndEachReq
   // each round is long (50 per thread once let a racy count through a CI run
   // on a loaded machine) while the rounds stay few (a queue that waits once
   // per round for its head's fence must still finish within a mutant's deadline).
-  for (int round = 0; round < 16 && !HasFatalFailure(); ++round) {
+  for (int round = 0; round < probe_rounds(16) && !HasFatalFailure(); ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     fill_and_drain(*queue, per_thread, total);
   }
@@ -394,7 +395,7 @@ TEST_P(AllocatorConcurrency, ReleasesMadeAtTheSameMomentAllComplete) {
     ASSERT_EQ(round(false), 0) << "releases made one at a time came back other than Complete";
   }
   int not_complete = 0;
-  for (int repeat = 0; repeat < 8; ++repeat) not_complete += round(true);
+  for (int repeat = 0; repeat < probe_rounds(8); ++repeat) not_complete += round(true);
   if (not_complete != 0) {
     ORTMEM_CTS_PRECONDITION();
     ASSERT_EQ(round(false), 0) << "after " << not_complete << " bad releases together, they go wrong alone too";

@@ -23,3 +23,29 @@
 #define ORTMEM_CTS_UNDER_TSAN 1
 #endif
 #endif
+
+#if defined(ORTMEM_CTS_UNDER_ASAN) || defined(ORTMEM_CTS_UNDER_TSAN)
+#define ORTMEM_CTS_UNDER_SANITIZER 1
+#endif
+
+namespace ortmem::cts {
+
+// How many rounds to run of a probe whose rounds exist only to make a rare
+// collision or a slow drift likely. A sanitizer reports an error the first
+// time it happens (ThreadSanitizer two accesses that no synchronization
+// orders, whether or not they collide; AddressSanitizer a bad access), and it
+// makes such a probe 5 to 30 times slower (eight threads allocating through
+// the simulated CUDA driver took over 60 s under TSan), so a sanitized kit
+// runs a quarter of them. It hunts memory and thread errors; how hard the
+// checks push a broken implementation is judged on the unsanitized build,
+// where the known-bad adapters run. ThreadSanitizer still catches each race
+// mutant in 20 runs of 20 (ctest -L race).
+constexpr int probe_rounds(int unsanitized) {
+#if defined(ORTMEM_CTS_UNDER_SANITIZER)
+  return unsanitized / 4 > 0 ? unsanitized / 4 : 1;
+#else
+  return unsanitized;
+#endif
+}
+
+}  // namespace ortmem::cts

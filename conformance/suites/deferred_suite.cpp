@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "support/binding_error_payload.hpp"
+#include "support/calling_back_allocator.hpp"
 #include "support/registry_harness.hpp"
 #include "support/suite.hpp"
 
@@ -413,29 +414,6 @@ class ReenteringQueue final : public DeferredReleaseQueue {
  private:
   DeferredReleaseQueue& inner_;
   RegistryHarness& harness_;
-};
-
-// Forwards to the harness's allocator and, inside each release, runs
-// `on_release`: the allocator calling back into the queue that is executing it.
-class CallingBackAllocator final : public DeviceAllocator {
- public:
-  explicit CallingBackAllocator(std::shared_ptr<DeviceAllocator> inner) : inner_(std::move(inner)) {}
-  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
-    return inner_->allocate(bytes, align);
-  }
-  AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
-    if (on_release) on_release();
-    return inner_->release(ptr, bytes, align);
-  }
-  void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
-    inner_->deallocate(ptr, bytes, align);
-  }
-  DeviceKey device() const noexcept override { return inner_->device(); }
-
-  std::function<void()> on_release;
-
- private:
-  std::shared_ptr<DeviceAllocator> inner_;
 };
 
 TEST_P(Deferred, AReleaseTheQueueRunsMayCallBackIntoTheQueue) {

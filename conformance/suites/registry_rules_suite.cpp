@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "support/binding_error_payload.hpp"
+#include "support/calling_back_allocator.hpp"
 #include "support/registry_harness.hpp"
 #include "support/suite.hpp"
 
@@ -18,21 +19,15 @@ namespace {
 // when told to, refuse with a reason of their own). It proves what the
 // registry lets through and hands back, not what a real capability does (the
 // VB and SM suites check that).
-class CapabilityProbe final : public DeviceAllocator, public VirtualBacking, public SharedMapping {
+class CapabilityProbe final : public CallingBackAllocator, public VirtualBacking, public SharedMapping {
  public:
-  explicit CapabilityProbe(std::shared_ptr<DeviceAllocator> inner) : inner_(std::move(inner)) {}
+  using CallingBackAllocator::CallingBackAllocator;
 
-  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
-    return inner_->allocate(bytes, align);
-  }
   AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
+    if (!scripted_release) return CallingBackAllocator::release(ptr, bytes, align);
     if (on_release) on_release();
-    return scripted_release ? scripted_release(ptr, bytes, align) : inner_->release(ptr, bytes, align);
+    return scripted_release(ptr, bytes, align);
   }
-  void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
-    inner_->deallocate(ptr, bytes, align);
-  }
-  DeviceKey device() const noexcept override { return inner_->device(); }
   VirtualBacking* as_virtual_backing() noexcept override { return this; }
   SharedMapping* as_shared_mapping() noexcept override { return this; }
 
@@ -51,7 +46,7 @@ class CapabilityProbe final : public DeviceAllocator, public VirtualBacking, pub
                                                   std::span<const ByteRange>) noexcept override {
     ++calls;
     if (refuse) return tl::unexpected(refusal(bytes));
-    return inner_->allocate(bytes, align);
+    return inner().allocate(bytes, align);
   }
   Expected<void, MemoryError> commit_allocation_range(void*, std::size_t, std::size_t, std::size_t,
                                                       std::size_t bytes) noexcept override {
@@ -104,16 +99,10 @@ class CapabilityProbe final : public DeviceAllocator, public VirtualBacking, pub
     return kCommitInfo;
   }
 
-  [[nodiscard]] DeviceAllocator& inner() noexcept { return *inner_; }
-
   mutable std::atomic<int> calls{0};    // calls that act on an allocation or a prefix
   mutable std::atomic<int> queries{0};  // answers that change nothing
   bool refuse = false;
-  std::function<void()> on_release;
   std::function<AllocationReleaseOutcome(void*, std::size_t, std::size_t)> scripted_release;
-
- private:
-  std::shared_ptr<DeviceAllocator> inner_;
 };
 
 class RegistryRules : public AdapterSuite {

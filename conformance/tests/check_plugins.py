@@ -224,9 +224,16 @@ def mechanisms(runner, plugin, schema_path, out):
         problems.append(f"without a directory: exit {refused.returncode}, stderr {refused.stderr.strip()!r}, "
                         f"expected exit 2 asking for --report DIR/ and nothing written")
     sanitized = os.environ.get("ORTMEM_TEST_SANITIZED_FLAGS", "").split()
-    result = run(runner, "run", "--adapter", plugin, *sanitized, "--quiet", "--jobs", "2", "--report", f"{out}/")
-    if result.returncode != 0:
-        problems.append(f"--report DIR/: exit {result.returncode}, expected 0:\n{result.stdout[-1500:]}{result.stderr[-800:]}")
+    # Under a sanitizer, a subset of the suites (partial, exit 3): this test is
+    # about one report per mechanism, and the eager plugin's own test certifies
+    # the same mechanism with every suite under the sanitizer.
+    subset = os.environ.get("ORTMEM_TEST_SANITIZED_SUBSET")
+    verdict, passing = ("partial", 3) if subset else ("conformant", 0)
+    result = run(runner, "run", "--adapter", plugin, *sanitized, *(["--filter", subset] if subset else []), "--quiet",
+                 "--jobs", "2", "--report", f"{out}/")
+    if result.returncode != passing:
+        problems.append(f"--report DIR/: exit {result.returncode}, expected {passing}:\n"
+                        f"{result.stdout[-1500:]}{result.stderr[-800:]}")
     expected = {"eager-host.json": "eager-host", "eager_twin_2.json": "eager twin/2"}
     written = sorted(p.name for p in out.glob("*.json")) if out.exists() else []
     if written != sorted(expected):
@@ -237,7 +244,7 @@ def mechanisms(runner, plugin, schema_path, out):
             continue
         data = json.loads(report.read_text())
         jsonschema.Draft202012Validator(schema).validate(data)
-        if data["adapter"].get("origin", {}).get("mechanism") != mechanism or data["verdict"]["overall"] != "conformant":
+        if data["adapter"].get("origin", {}).get("mechanism") != mechanism or data["verdict"]["overall"] != verdict:
             problems.append(f"{name}: mechanism {data['adapter'].get('origin')!r}, verdict {data['verdict']['overall']}")
     return problems
 

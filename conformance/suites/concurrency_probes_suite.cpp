@@ -21,6 +21,7 @@
 #include "support/kit_heap_allocator.hpp"
 #include "support/registry_harness.hpp"
 #include "support/sanitizers.hpp"
+#include "support/together.hpp"
 #include "support/suite.hpp"
 #include "ortmem/capability.hpp"
 #include "ortmem/identity.hpp"
@@ -30,20 +31,6 @@ namespace {
 
 constexpr int kThreads = 8;
 
-// Runs `body(thread)` on kThreads threads that start together.
-template <class Body>
-void together(Body body) {
-  std::atomic<int> ready{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      ready.fetch_add(1);
-      while (ready.load() < kThreads) std::this_thread::yield();
-      body(t);
-    });
-  }
-  for (auto& thread : threads) thread.join();
-}
 
 using PinConcurrency = AdapterSuite;
 
@@ -57,7 +44,7 @@ TEST_P(PinConcurrency, EightThreadsChurningPinsLeaveAnExactCountThatTeardownSees
     auto context = adapter().make_context(*issuer.issue<ProviderContextIdentity>());
     ASSERT_NE(context, nullptr);
     std::atomic<int> refused{0};
-    together([&](int) {
+    together(kThreads, [&](int) {
       std::vector<ProviderContextPin> held;
       for (int i = 0; i < 4000; ++i) {
         auto pin = context->pins().pin();
@@ -147,7 +134,7 @@ TEST_P(QueueConcurrency, OverlappingDrainsRunEachRequestOnceInEnqueueOrder) {
     }
     queue->signal_fences();
     std::atomic<std::size_t> counted{0};
-    together([&](int) { counted.fetch_add(queue->drain()); });
+    together(kThreads, [&](int) { counted.fetch_add(queue->drain()); });
     // A drain turned away while another ran may leave the rest to a later one.
     counted.fetch_add(queue->drain());
     ORTMEM_CTS_CHECKING("DQ-002");
@@ -194,7 +181,7 @@ TEST_P(QueueConcurrency, EnqueuesThatMeetNeverOverfillABoundedQueue) {
     }
     std::vector<std::optional<PreparedAllocationRelease>> refused(kThreads);
     std::atomic<std::size_t> accepted{0};
-    together([&](int t) {
+    together(kThreads, [&](int t) {
       const auto i = static_cast<std::size_t>(t);
       auto enqueued = queue->queue().enqueue(std::move(*requests[i]), std::move(*pins[i]));
       if (enqueued) {
@@ -315,7 +302,7 @@ void QueueConcurrency::fill_and_drain(QueueUnderTest& queue_under_test, int per_
   queue->record_use();
   std::atomic<int> refused{0};
   std::atomic<std::size_t> seen_over{0};
-  together([&](int) {
+  together(kThreads, [&](int) {
     for (int i = 0; i < per_thread; ++i) {
       auto allocation = binding().allocate_owning(48, 16);
       if (!allocation) {
@@ -382,7 +369,7 @@ TEST_P(AllocatorConcurrency, ReleasesMadeAtTheSameMomentAllComplete) {
       }
     };
     if (together_now) {
-      together(release_batch);
+      together(kThreads, release_batch);
     } else {
       for (int t = 0; t < kThreads; ++t) release_batch(t);
     }
@@ -438,7 +425,7 @@ class CapabilityConcurrency : public AdapterSuite {
       alone = false;
     });
     if (!alone) return false;
-    together([&](int t) { steps(t, kRounds, [&](const std::string& what) { failure.add(what); }); });
+    together(kThreads, [&](int t) { steps(t, kRounds, [&](const std::string& what) { failure.add(what); }); });
     return true;
   }
   static constexpr int kRounds = 24;

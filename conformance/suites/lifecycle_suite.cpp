@@ -1,6 +1,7 @@
 // Mechanism lifecycle and teardown (TEAR) and locking (LOCK), with the
 // adapter's allocator underneath the reference registry.
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -11,6 +12,7 @@
 #include "support/elsewhere_allocator.hpp"
 #include "support/registry_harness.hpp"
 #include "support/suite.hpp"
+#include "support/together.hpp"
 
 namespace ortmem::cts {
 namespace {
@@ -365,7 +367,7 @@ TEST_P(Lifecycle, AnInFlightCallbackIsAnActiveOperationAndMayReenter) {
 
 TEST_P(Lifecycle, ConcurrentChurnKeepsCountsConsistent) {
   covers("LOCK-005", "REL-014");
-  auto counting = harness_->allocator;
+  const auto counting = harness_->allocator;
   std::atomic<bool> stop{false};
   std::atomic<int> problems{0};
   std::vector<std::thread> workers;
@@ -384,6 +386,10 @@ TEST_P(Lifecycle, ConcurrentChurnKeepsCountsConsistent) {
   ASSERT_TRUE(registry().invalidate_device(info().device, "churn"));
   for (auto& worker : workers) worker.join();
   stop = true;
+  if (counting->overlapped()) {
+    // Then the registry's books disagree with the allocator's counts for the allocator's fault.
+    stands_on_broken("the adapter's allocator handed out blocks that overlap (ALLOC-006)");
+  }
   EXPECT_EQ(problems.load(), 0);
   const MechanismSnapshot snapshot = harness_->snapshot();
   EXPECT_EQ(snapshot.active_operations, 0U);
@@ -501,6 +507,192 @@ TEST_P(Lifecycle, EveryRegistryOperationFromManyThreadsAtOnceKeepsTheRegistryWho
   std::size_t released = 0;
   for (const auto& allocator : allocators) released += allocator->release_calls.load();
   EXPECT_EQ(granted.load(), released + retained) << "an allocation was released twice, or lost without a record";
+}
+
+TEST_P(Lifecycle, EachRegistryOperationMeetingItselfKeepsTheRegistryWhole) {
+  covers("LOCK-005");
+  // The churn above mixes every operation, so a thread that skips a lock in
+  // one of them takes the registry's lock again a moment later in the next,
+  // and the threads it meets are ordered behind it: a missing lock there is
+  // seen only when two threads meet inside that moment. Here the threads run
+  // one operation at a time, all the same one together (register, select
+  // beside bind, allocate, retire beside select, snapshot beside quarantining
+  // drops, retire and snapshot beside an invalidation, confirm beside
+  // snapshots, remove), so an
+  // operation that skips the lock meets itself on every call: ThreadSanitizer
+  // names the race, and without it the registry's books come out wrong.
+  constexpr int kThreads = 4;
+  constexpr int kEach = 12;  // contexts, authorities and mechanisms per thread
+  constexpr int kLive = 3;   // owners per mechanism left for the loss
+  const DeviceKey device = info().device;
+  const auto allocator = watched_allocator();
+  struct Own {
+    std::vector<RegisteredProviderContext> contexts;
+    std::vector<RegisteredAuthority> authorities;
+    std::vector<RegisteredMechanism> mechanisms;
+    std::vector<OwningAllocation> owners;
+  };
+  std::vector<Own> own(kThreads);
+  std::mutex mutex;
+  std::string unexpected;              // the first thing a whole registry would not do
+  std::atomic<bool> wandered{false};  // ALLOC-010's to judge
+  const auto expect = [&](bool fine, const std::string& what) {
+    if (fine) return;
+    const std::lock_guard lock(mutex);
+    if (unexpected.empty()) unexpected = what;
+  };
+  // A phase after one that went wrong would only report its consequences.
+  const auto phase = [&](const char* name, auto body) {
+    if (!unexpected.empty()) return;
+    together(kThreads, [&](int t) { body(t, own[static_cast<std::size_t>(t)]); });
+    EXPECT_EQ(unexpected, "") << "while every thread ran " << name;
+  };
+  phase("register_provider_context", [&](int, Own& mine) {
+    for (int i = 0; i < kEach; ++i) {
+      auto context = registry().register_provider_context(device);
+      expect(context.has_value(), "registering a context failed");
+      if (context) mine.contexts.push_back(*context);
+    }
+  });
+  phase("register_authority", [&](int, Own& mine) {
+    for (int i = 0; i < kEach; ++i) {
+      auto authority = registry().register_authority(device);
+      expect(authority.has_value(), "registering an authority failed");
+      if (authority) mine.authorities.push_back(*authority);
+    }
+  });
+  phase("register_allocator", [&](int, Own& mine) {
+    for (int i = 0; i < kEach; ++i) {
+      auto mechanism = registry().register_allocator(mine.contexts[static_cast<std::size_t>(i)],
+                                                     mine.authorities[static_cast<std::size_t>(i)], allocator);
+      if (!mechanism && mechanism.error().kind() == BindingError::Kind::kDeviceMismatch) {
+        wandered = true;
+        return;
+      }
+      expect(mechanism.has_value(), "registering an allocator failed: " + (mechanism ? "" : mechanism.error().message()));
+      if (mechanism) mine.mechanisms.push_back(*mechanism);
+    }
+  });
+  if (wandered) {
+    stands_on_broken("the adapter's allocator reported another device than before (ALLOC-010)");
+    FAIL() << "no mechanisms to run the operations on";
+  }
+  phase("select beside bind", [&](int t, Own& mine) {
+    for (int pass = 0; pass < 4; ++pass) {
+      for (const auto& mechanism : mine.mechanisms) {
+        if (t % 2 == 0) {
+          expect(registry().select(mechanism).has_value(), "selecting an active mechanism failed");
+        } else {
+          expect(registry().bind(device).has_value(), "binding the device failed while a selection existed");
+        }
+      }
+    }
+  });
+  phase("allocate_owning", [&](int, Own& mine) {
+    for (const auto& mechanism : mine.mechanisms) {
+      auto binding = registry().bind_registered(mechanism);
+      expect(binding.has_value(), "binding a registered mechanism failed");
+      for (int i = 0; binding && i < kLive; ++i) {
+        auto owner = binding->allocate_owning(64, 16);
+        if (owner) mine.owners.push_back(std::move(*owner));
+      }
+    }
+  });
+  phase("retire beside select", [&](int t, Own& mine) {
+    // Half the mechanisms stay active for the loss; the others are retired,
+    // by half the threads right after selecting them (a select meeting
+    // another thread's retire withdraws its selection).
+    for (std::size_t i = 0; i < mine.mechanisms.size(); i += 2) {
+      if (t % 2 == 1) (void)registry().select(mine.mechanisms[i]);
+      expect(registry().retire(mine.mechanisms[i]).has_value(), "retiring a mechanism failed");
+    }
+  });
+  std::size_t granted = 0;  // an allocator may refuse some: its right
+  for (const auto& mine : own) granted += mine.owners.size();
+  // A dropped owner is quarantined (no allocator call): the even threads drop
+  // half of theirs while the odd ones read the quarantine figures.
+  phase("snapshot beside quarantining drops", [&](int t, Own& mine) {
+    if (t % 2 == 0) {
+      mine.owners.erase(mine.owners.begin() + static_cast<std::ptrdiff_t>(mine.owners.size() / 2), mine.owners.end());
+      return;
+    }
+    for (int pass = 0; pass < 8; ++pass) {
+      for (const auto& mechanism : mine.mechanisms) (void)registry().snapshot(mechanism);
+    }
+  });
+  // Thread 0 invalidates the device while the odd threads retire the
+  // mechanisms still active (device-lost must win whichever comes second)
+  // and every thread reads snapshots; then the even threads release the rest
+  // of their owners, which the loss refuses and leaves live, beside more snapshots.
+  std::atomic<bool> lost{false};
+  phase("snapshots and retires beside an invalidation", [&](int t, Own& mine) {
+    if (t == 0) {
+      expect(registry().invalidate_device(device, "test: lost under the snapshots").has_value(),
+             "invalidating the device failed");
+      lost = true;
+    }
+    if (t % 2 == 1) {
+      for (std::size_t i = 1; i < mine.mechanisms.size(); i += 2) (void)registry().retire(mine.mechanisms[i]);
+    }
+    while (!lost.load()) {
+      for (const auto& mechanism : mine.mechanisms) expect(registry().snapshot(mechanism).has_value(), "snapshot failed");
+    }
+    if (t % 2 == 0) {
+      for (auto& owner : mine.owners) (void)std::move(owner).release_now();
+      mine.owners.clear();
+      return;
+    }
+    for (int pass = 0; pass < 8; ++pass) (void)registry().snapshots();
+  });
+  for (auto& mine : own) mine.owners.clear();
+  std::size_t quarantined = 0;
+  std::size_t live = 0;
+  for (const auto& mine : own) {
+    for (const auto& mechanism : mine.mechanisms) {
+      const auto snapshot = registry().snapshot(mechanism);
+      ASSERT_TRUE(snapshot) << snapshot.error().message();
+      EXPECT_EQ(snapshot->lifecycle, MechanismLifecycle::kDeviceLost);
+      EXPECT_EQ(snapshot->active_operations, 0U);
+      quarantined += snapshot->quarantined_allocations;
+      live += snapshot->live_allocations;
+    }
+  }
+  EXPECT_EQ(live + quarantined + allocator->release_calls.load(), granted)
+      << "an allocation was released and still counted, or neither (live " << live << ", quarantined " << quarantined
+      << ", released " << allocator->release_calls.load() << " of " << granted << ")";
+  phase("confirm_context_terminated beside snapshots", [&](int t, Own& mine) {
+    if (t % 2 == 0) {
+      for (const auto& context : mine.contexts) {
+        expect(registry().confirm_context_terminated(context).has_value(), "confirming a quiet lost context failed");
+      }
+      return;
+    }
+    for (int pass = 0; pass < 4; ++pass) {
+      for (const auto& mechanism : mine.mechanisms) (void)registry().snapshot(mechanism);
+    }
+  });
+  phase("confirm_context_terminated", [&](int, Own& mine) {
+    for (const auto& context : mine.contexts) {
+      expect(registry().confirm_context_terminated(context).has_value(), "confirming a lost context failed");
+    }
+  });
+  phase("remove", [&](int, Own& mine) {
+    for (const auto& mechanism : mine.mechanisms) {
+      const auto removed = registry().remove(mechanism);
+      expect(removed.has_value(), "removing a terminated mechanism failed: " + (removed ? "" : removed.error().message()));
+    }
+  });
+  phase("remove_authority", [&](int, Own& mine) {
+    for (const auto& authority : mine.authorities) {
+      expect(registry().remove_authority(authority).has_value(), "removing an unused authority failed");
+    }
+  });
+  phase("remove_provider_context", [&](int, Own& mine) {
+    for (const auto& context : mine.contexts) {
+      expect(registry().remove_provider_context(context).has_value(), "removing an unused context failed");
+    }
+  });
+  EXPECT_EQ(registry().snapshots().size(), 1U) << "the registry holds more than the harness's own mechanism";
 }
 
 ORTMEM_CTS_INSTANTIATE(Lifecycle);

@@ -609,15 +609,20 @@ TEST_P(Lifecycle, EachRegistryOperationMeetingItselfKeepsTheRegistryWhole) {
   });
   std::size_t granted = 0;  // an allocator may refuse some: its right
   for (const auto& mine : own) granted += mine.owners.size();
+  // The mechanisms of the even thread before an odd one: what it reads while
+  // that thread changes them.
+  const auto neighbours = [&](int t) -> const std::vector<RegisteredMechanism>& {
+    return own[static_cast<std::size_t>(t - 1)].mechanisms;
+  };
   // A dropped owner is quarantined (no allocator call): the even threads drop
-  // half of theirs while the odd ones read the quarantine figures.
+  // half of theirs while the odd ones read those mechanisms' quarantine figures.
   phase("snapshot beside quarantining drops", [&](int t, Own& mine) {
     if (t % 2 == 0) {
       mine.owners.erase(mine.owners.begin() + static_cast<std::ptrdiff_t>(mine.owners.size() / 2), mine.owners.end());
       return;
     }
     for (int pass = 0; pass < 8; ++pass) {
-      for (const auto& mechanism : mine.mechanisms) (void)registry().snapshot(mechanism);
+      for (const auto& mechanism : neighbours(t)) (void)registry().snapshot(mechanism);
     }
   });
   // Thread 0 invalidates the device while the odd threads retire the
@@ -660,6 +665,7 @@ TEST_P(Lifecycle, EachRegistryOperationMeetingItselfKeepsTheRegistryWhole) {
   EXPECT_EQ(live + quarantined + allocator->release_calls.load(), granted)
       << "an allocation was released and still counted, or neither (live " << live << ", quarantined " << quarantined
       << ", released " << allocator->release_calls.load() << " of " << granted << ")";
+  // The even threads' confirmations terminate the mechanisms the odd ones read.
   phase("confirm_context_terminated beside snapshots", [&](int t, Own& mine) {
     if (t % 2 == 0) {
       for (const auto& context : mine.contexts) {
@@ -667,8 +673,11 @@ TEST_P(Lifecycle, EachRegistryOperationMeetingItselfKeepsTheRegistryWhole) {
       }
       return;
     }
+    // And registrations beside the confirmations' reads of the registry's maps.
     for (int pass = 0; pass < 4; ++pass) {
-      for (const auto& mechanism : mine.mechanisms) (void)registry().snapshot(mechanism);
+      for (const auto& mechanism : neighbours(t)) (void)registry().snapshot(mechanism);
+      auto extra = registry().register_provider_context(device);
+      expect(extra && registry().remove_provider_context(*extra), "registering and removing a spare context failed");
     }
   });
   phase("confirm_context_terminated", [&](int, Own& mine) {

@@ -5,10 +5,10 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "support/suite.hpp"
+#include "support/together.hpp"
 
 namespace ortmem::cts {
 namespace {
@@ -501,19 +501,11 @@ TEST_P(Allocator, ConcurrentAllocateAndReleaseAreSafe) {
   LiveSet live;
   std::atomic<int> broken{0};
   std::atomic<int> overlaps{0};
-  std::atomic<int> ready{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      // A start barrier, so the threads really overlap.
-      ready.fetch_add(1);
-      while (ready.load() < kThreads) std::this_thread::yield();
-      const ChurnProblems problems = churn(*allocator_, adapter().memory(), live, t, kRounds);
-      broken += problems.broken;
-      overlaps += problems.overlaps;
-    });
-  }
-  for (auto& thread : threads) thread.join();
+  together(kThreads, [&](int t) {
+    const ChurnProblems problems = churn(*allocator_, adapter().memory(), live, t, kRounds);
+    broken += problems.broken;
+    overlaps += problems.overlaps;
+  });
   {
     ORTMEM_CTS_CHECKING("ALLOC-006");
     ASSERT_EQ(overlaps.load(), 0) << "two threads were handed the same bytes";

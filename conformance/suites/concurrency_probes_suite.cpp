@@ -31,7 +31,6 @@ namespace {
 
 constexpr int kThreads = 8;
 
-
 using PinConcurrency = AdapterSuite;
 
 TEST_P(PinConcurrency, EightThreadsChurningPinsLeaveAnExactCountThatTeardownSees) {

@@ -518,9 +518,9 @@ TEST_P(Lifecycle, EachRegistryOperationMeetingItselfKeepsTheRegistryWhole) {
   // one operation at a time, all the same one together (register, select
   // beside bind, allocate, retire beside select, snapshot beside quarantining
   // drops, retire and snapshot beside an invalidation, confirm beside
-  // snapshots, remove), so an
-  // operation that skips the lock meets itself on every call: ThreadSanitizer
-  // names the race, and without it the registry's books come out wrong.
+  // snapshots, remove), so an operation that skips the lock meets itself on
+  // every call: ThreadSanitizer names the race, and without it the registry's
+  // books come out wrong.
   constexpr int kThreads = 4;
   constexpr int kEach = 12;  // contexts, authorities and mechanisms per thread
   constexpr int kLive = 3;   // owners per mechanism left for the loss

@@ -173,7 +173,8 @@ void Mechanism::record_quarantine(const QuarantinedAllocation& record) noexcept 
 }
 
 void Mechanism::retire() {
-  const std::lock_guard lock(mutex_);
+  // Only the lifecycle changes, by compare-and-swap (transition), so no lock:
+  // an invalidation or termination racing it wins or follows, never vanishes.
   transition([](MechanismLifecycle from) { return from == MechanismLifecycle::kActive; },
              MechanismLifecycle::kRetired);
 }

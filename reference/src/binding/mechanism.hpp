@@ -133,10 +133,16 @@ class Mechanism {
     [[nodiscard]] std::size_t active_operations() const noexcept { return active + queued; }
   };
   [[nodiscard]] ShardTotals shard_totals();
-  // Moves the lifecycle to `to` unless it is one `from` excludes; called under mutex_.
+  // Moves the lifecycle to `to` unless it is one `from` excludes. A
+  // compare-and-swap, not a load then a store: a retire takes no lock, and
+  // must not overwrite an invalidation or a termination that lands between
+  // its read and its write.
   template <class Allowed>
   void transition(Allowed from, MechanismLifecycle to) noexcept {
-    if (from(lifecycle_.load(std::memory_order_relaxed))) lifecycle_.store(to, std::memory_order_release);
+    MechanismLifecycle now = lifecycle_.load(std::memory_order_relaxed);
+    while (from(now) && !lifecycle_.compare_exchange_weak(now, to, std::memory_order_release,
+                                                          std::memory_order_relaxed)) {
+    }
   }
 
   const MechanismIdentity identity_;

@@ -75,6 +75,133 @@ TEST_P(PinConcurrency, EightThreadsChurningPinsLeaveAnExactCountThatTeardownSees
   }
 }
 
+// PIN-009 when the last pin and its context go on two threads: a context may
+// be destroyed the moment its count reads zero, while the thread that
+// released the last pin is still inside that release. A pin source whose
+// release touches its state after the count dropped (notifies a waiting
+// teardown, unlocks a lock), with nothing ordering that touch before the
+// destruction, frees memory still in use: a rare crash here, and a race
+// ThreadSanitizer reports in every round. The destroying thread learns of
+// the release through the count alone, so nothing else orders the two.
+TEST_P(PinConcurrency, AContextDestroyedAsItsLastPinIsReleasedElsewhereIsSafe) {
+  covers("PIN-009");
+  ORTMEM_CTS_REQUIRE(Capability::kContextPins);
+  IdentityIssuer issuer = *IdentityIssuer::create();
+  if (!adapter().make_context(*issuer.issue<ProviderContextIdentity>())->outstanding_pins()) {
+    GTEST_SKIP() << kNotApplicable
+                 << "the adapter does not report its pin count; teardown, the other observer, would order the threads";
+  }
+  for (int round = 0; round < probe_rounds(64) && !HasFatalFailure(); ++round) {
+    auto context = adapter().make_context(*issuer.issue<ProviderContextIdentity>());
+    ASSERT_NE(context, nullptr);
+    auto pin = context->pins().pin();
+    {
+      ORTMEM_CTS_PRECONDITION();
+      ASSERT_TRUE(pin) << "an accepting context refused a pin";
+    }
+    std::atomic<bool> saw_zero{false};
+    together(2, [&](int t) {
+      if (t == 0) {
+        std::atomic<int> spun{0};  // a store the compiler cannot drop, so the spin is real
+        for (int spin = (round % 16) * 4; spin > 0; --spin) spun.fetch_add(1, std::memory_order_relaxed);
+        pin->reset();
+        return;
+      }
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (context->outstanding_pins() != std::optional<std::uint64_t>{0} && std::chrono::steady_clock::now() < deadline) {
+      }
+      if (context->outstanding_pins() == std::optional<std::uint64_t>{0}) {
+        saw_zero = true;
+        context.reset();
+      }
+    });
+    ORTMEM_CTS_CHECKING("PIN-009");
+    ASSERT_TRUE(saw_zero.load()) << "round " << round << ": its only pin was released, yet the count did not read 0";
+  }
+}
+
+// BIND-012 and BIND-014 when views are used on one thread while another
+// allocates and releases: the records the views are checked against sit in
+// the allocating thread's part of the registry's bookkeeping, which that
+// thread keeps changing. A live allocation's view exposes its own pointer
+// every time, and a released allocation's view never does. A registry that
+// looks a record up without the lock its writers hold reads a table being
+// rebuilt under it: a missed or stale record here, a race ThreadSanitizer
+// reports at the first lookup.
+using BindingConcurrency = RegistrySuite;
+
+TEST_P(BindingConcurrency, ViewsUsedWhileTheirAllocatingThreadChurnsAreCheckedExactly) {
+  covers("BIND-012", "BIND-014");
+  constexpr std::size_t kKept = 8;
+  const int churn = probe_rounds(4000);
+  std::vector<BoundAllocation> kept;
+  std::vector<BoundMemoryView> live_views;
+  std::vector<BoundMemoryView> stale_views;
+  std::string refused;  // why the allocating thread could not set up, written before `published`
+  std::atomic<bool> published{false};
+  std::atomic<bool> churning{true};
+  std::atomic<int> live_refused{0};
+  std::atomic<int> live_misplaced{0};
+  std::atomic<int> stale_exposed{0};
+  together(2, [&](int t) {
+    if (t == 0) {
+      for (std::size_t i = 0; i < 2 * kKept && refused.empty(); ++i) {
+        auto allocation = binding().allocate(64, 16);
+        auto view = allocation ? allocation->view(0, 64) : Expected<BoundMemoryView, BindingError>(fail(allocation.error()));
+        if (!view) {
+          refused = view.error().message();
+        } else if (i < kKept) {
+          live_views.push_back(std::move(*view));
+          kept.push_back(std::move(*allocation));
+        } else {
+          stale_views.push_back(std::move(*view));
+          if (!binding().release(std::move(*allocation))) refused = "releasing an allocation of the binding failed";
+        }
+      }
+      published.store(true, std::memory_order_release);
+      for (int i = 0; i < churn && refused.empty(); ++i) {
+        auto allocation = binding().allocate(16 + static_cast<std::size_t>(i % 7) * 16, 16);
+        if (allocation) (void)binding().release(std::move(*allocation));
+      }
+      churning = false;
+      return;
+    }
+    while (!published.load(std::memory_order_acquire)) std::this_thread::yield();
+    if (!refused.empty()) return;
+    do {
+      for (std::size_t i = 0; i < kKept; ++i) {
+        void* seen = nullptr;
+        if (!binding().with_view(live_views[i], [&](ValidatedMemoryView view) { seen = view.data(); })) {
+          ++live_refused;
+        } else if (seen != kept[i].data()) {
+          ++live_misplaced;
+        }
+      }
+      for (const BoundMemoryView& view : stale_views) {
+        bool called = false;
+        if (binding().with_view(view, [&](ValidatedMemoryView) { called = true; }) || called) ++stale_exposed;
+      }
+    } while (churning.load());
+  });
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_EQ(refused, "") << "the binding could not allocate, view and release on its own";
+  }
+  {
+    ORTMEM_CTS_CHECKING("BIND-012");
+    EXPECT_EQ(live_refused.load(), 0) << "views of live allocations were refused while their allocating thread churned";
+    EXPECT_EQ(live_misplaced.load(), 0) << "views of live allocations exposed another pointer";
+  }
+  {
+    ORTMEM_CTS_CHECKING("BIND-014");
+    EXPECT_EQ(stale_exposed.load(), 0) << "views of released allocations were let through";
+  }
+  for (BoundAllocation& allocation : kept) {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(binding().release(std::move(allocation)));
+  }
+}
+
 class QueueConcurrency : public RegistrySuite {
  protected:
   void SetUp() override {
@@ -201,6 +328,96 @@ TEST_P(QueueConcurrency, EnqueuesThatMeetNeverOverfillABoundedQueue) {
   EXPECT_LE(most_accepted, kCapacity) << kThreads << " enqueues at once into a queue of capacity " << kCapacity
                                       << " were accepted " << most_accepted << " times in one round";
   EXPECT_LE(most_pending, kCapacity) << "pending() read " << most_pending << " in a queue of capacity " << kCapacity;
+}
+
+// DQ-005, DQ-006 and DQ-002 when enqueues meet a close: each enqueue is
+// accepted, and runs at most once, or refused as closed with its own request
+// handed back; once close() has returned, every enqueue is refused. A close
+// that sets its flag outside the lock its enqueues read it under races every
+// one of them (ThreadSanitizer reports it at the first meeting), and a queue
+// that checks for a close, lets go of its lock, then inserts accepts a
+// request after the close returned. The requests and pins are made before
+// the threads start, so the enqueues and the close meet.
+TEST_P(QueueConcurrency, EnqueuesMeetingACloseAreAcceptedOrHandedBackWhole) {
+  covers("DQ-005", "DQ-006", "DQ-002");
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueClose);
+  constexpr int kEnqueuers = kThreads - 1;
+  for (int round = 0; round < probe_rounds(32) && !HasFatalFailure(); ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    auto queue = adapter().make_queue(*harness_->context, {});
+    ASSERT_NE(queue, nullptr);
+    if (queue->capacity().value_or(kThreads) < kThreads) {
+      GTEST_SKIP() << kNotApplicable << "the queue holds fewer than " << kThreads << " requests";
+    }
+    const std::size_t run_before = harness_->release_order(*queue).size();
+    queue->record_use();
+    std::vector<std::optional<PreparedAllocationRelease>> requests(kThreads);
+    std::vector<std::optional<ProviderContextPin>> pins(kThreads);
+    std::vector<AllocationIdentity> identities;
+    {
+      ORTMEM_CTS_PRECONDITION();
+      // One request more than there are enqueuers: it is enqueued after the close.
+      for (std::size_t i = 0; i < requests.size(); ++i) {
+        auto prepared = owner(48).prepare_release();
+        ASSERT_TRUE(prepared) << "an owner of a live binding could not prepare its release";
+        identities.push_back(prepared->identity());
+        requests[i].emplace(std::move(*prepared));
+        auto pin = queue->queue().pin_context();
+        ASSERT_TRUE(pin) << "an accepting context refused a pin";
+        pins[i].emplace(std::move(*pin));
+      }
+    }
+    std::vector<std::optional<DeferredEnqueueRejection>> rejections(kThreads);
+    std::vector<std::optional<PreparedAllocationRelease>> handed_back(kThreads);
+    std::atomic<std::size_t> accepted{0};
+    const auto enqueue = [&](std::size_t i) {
+      auto enqueued = queue->queue().enqueue(std::move(*requests[i]), std::move(*pins[i]));
+      if (enqueued) {
+        accepted.fetch_add(1);
+        return;
+      }
+      rejections[i] = enqueued.error().rejection();
+      handed_back[i].emplace(std::move(enqueued.error()).take_request());
+    };
+    together(kThreads, [&](int t) {
+      if (t < kEnqueuers) return enqueue(static_cast<std::size_t>(t));
+      std::atomic<int> spun{0};  // a store the compiler cannot drop, so the spin is real
+      for (int spin = (round % 8) * 16; spin > 0; --spin) spun.fetch_add(1, std::memory_order_relaxed);
+      queue->close();
+    });
+    enqueue(kEnqueuers);
+    {
+      ORTMEM_CTS_CHECKING("DQ-006");
+      EXPECT_EQ(rejections[kEnqueuers], std::optional{DeferredEnqueueRejection::kClosed})
+          << "an enqueue after close() returned was not refused as closed";
+      for (int t = 0; t < kEnqueuers; ++t) {
+        const auto& rejection = rejections[static_cast<std::size_t>(t)];
+        EXPECT_TRUE(!rejection || *rejection == DeferredEnqueueRejection::kClosed)
+            << "an enqueue meeting a close was refused as " << rejection_name(*rejection) << ", not closed";
+      }
+    }
+    {
+      ORTMEM_CTS_CHECKING("DQ-005");
+      for (std::size_t i = 0; i < handed_back.size(); ++i) {
+        if (handed_back[i]) {
+          EXPECT_EQ(handed_back[i]->identity(), identities[i]) << "a refused enqueue handed back another request";
+        }
+      }
+    }
+    // The contract leaves a closed queue's pending requests to it (run, kept
+    // or settled), so only more runs than acceptances is a deviation.
+    queue->signal_fences();
+    (void)queue->drain();
+    {
+      ORTMEM_CTS_CHECKING("DQ-002");
+      EXPECT_LE(harness_->release_order(*queue).size() - run_before, accepted.load())
+          << "a drain after a close ran more requests than the " << accepted.load() << " enqueues accepted";
+    }
+    for (auto& request : handed_back) {
+      if (request) (void)std::move(*request).execute();
+    }
+  }
 }
 
 // DQ-012 when a drain and a device loss meet: every request settles once,
@@ -550,6 +767,7 @@ TEST_P(CapabilityConcurrency, PrefixMappingsFromEightThreadsReturnWhatTheyWouldA
 ORTMEM_CTS_INSTANTIATE(AllocatorConcurrency);
 ORTMEM_CTS_INSTANTIATE(CapabilityConcurrency);
 ORTMEM_CTS_INSTANTIATE(PinConcurrency);
+ORTMEM_CTS_INSTANTIATE(BindingConcurrency);
 ORTMEM_CTS_INSTANTIATE(QueueConcurrency);
 
 }  // namespace

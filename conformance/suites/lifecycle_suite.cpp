@@ -524,10 +524,10 @@ TEST_P(Lifecycle, EachRegistryOperationMeetingItselfKeepsTheRegistryWhole) {
   // seen only when two threads meet inside that moment. Here the threads run
   // one operation at a time, all the same one together (register, select
   // beside bind, allocate, retire beside select, snapshot beside quarantining
-  // drops, retire and snapshot beside an invalidation, confirm beside
-  // snapshots, remove), so an operation that skips the lock meets itself on
-  // every call: ThreadSanitizer names the race, and without it the registry's
-  // books come out wrong.
+  // drops, retire and snapshot beside two invalidations, confirm beside
+  // snapshots, confirm beside confirms and drops, remove), so an operation
+  // that skips the lock meets itself on every call: ThreadSanitizer names the
+  // race, and without it the registry's books come out wrong.
   constexpr int kThreads = 4;
   constexpr int kEach = 12;  // contexts, authorities and mechanisms per thread
   constexpr int kLive = 3;   // owners per mechanism left for the loss
@@ -622,25 +622,35 @@ TEST_P(Lifecycle, EachRegistryOperationMeetingItselfKeepsTheRegistryWhole) {
     return own[static_cast<std::size_t>(t - 1)].mechanisms;
   };
   // A dropped owner is quarantined (no allocator call): the even threads drop
-  // half of theirs while the odd ones read those mechanisms' quarantine figures.
-  phase("snapshot beside quarantining drops", [&](int t, Own& mine) {
+  // half of theirs while the odd ones read those mechanisms' quarantine
+  // figures and lists.
+  phase("snapshot and quarantine lists beside quarantining drops", [&](int t, Own& mine) {
     if (t % 2 == 0) {
       mine.owners.erase(mine.owners.begin() + static_cast<std::ptrdiff_t>(mine.owners.size() / 2), mine.owners.end());
       return;
     }
+    std::vector<MemoryBinding> bindings;  // of the active ones: a retired mechanism refuses new bindings
+    for (const auto& mechanism : neighbours(t)) {
+      if (auto binding = registry().bind_registered(mechanism)) bindings.push_back(std::move(*binding));
+    }
     for (int pass = 0; pass < 8; ++pass) {
       for (const auto& mechanism : neighbours(t)) (void)registry().snapshot(mechanism);
+      for (const auto& binding : bindings) {
+        expect(binding.quarantined().size() <= static_cast<std::size_t>(kLive), "a mechanism listed more quarantined "
+               "allocations than it ever granted");
+      }
     }
   });
-  // Thread 0 invalidates the device while the odd threads retire the
-  // mechanisms still active (device-lost must win whichever comes second)
-  // and every thread reads snapshots; then the even threads release the rest
-  // of their owners, which the loss refuses and leaves live, beside more snapshots.
+  // The even threads invalidate the device at once, each with its own
+  // reason, while the odd threads retire the mechanisms still active
+  // (device-lost must win whichever comes second) and every thread reads
+  // snapshots; then the even threads release the rest of their owners, which
+  // the loss refuses and leaves live, beside more snapshots.
+  const auto reason_of = [](int t) { return "test: lost under the snapshots, said by thread " + std::to_string(t); };
   std::atomic<bool> lost{false};
-  phase("snapshots and retires beside an invalidation", [&](int t, Own& mine) {
-    if (t == 0) {
-      expect(registry().invalidate_device(device, "test: lost under the snapshots").has_value(),
-             "invalidating the device failed");
+  phase("snapshots and retires beside two invalidations", [&](int t, Own& mine) {
+    if (t % 2 == 0) {
+      expect(registry().invalidate_device(device, reason_of(t)).has_value(), "invalidating the device failed");
       lost = true;
     }
     if (t % 2 == 1) {
@@ -656,7 +666,6 @@ TEST_P(Lifecycle, EachRegistryOperationMeetingItselfKeepsTheRegistryWhole) {
     }
     for (int pass = 0; pass < 8; ++pass) (void)registry().snapshots();
   });
-  for (auto& mine : own) mine.owners.clear();
   std::size_t quarantined = 0;
   std::size_t live = 0;
   for (const auto& mine : own) {
@@ -667,6 +676,12 @@ TEST_P(Lifecycle, EachRegistryOperationMeetingItselfKeepsTheRegistryWhole) {
       EXPECT_EQ(snapshot->active_operations, 0U);
       quarantined += snapshot->quarantined_allocations;
       live += snapshot->live_allocations;
+      // Whichever invalidation came first, the loss carries one whole reason.
+      const auto bound = registry().bind_registered(mechanism);
+      ASSERT_FALSE(bound) << "a lost mechanism was bound";
+      EXPECT_TRUE(bound.error().kind() == BindingError::Kind::kDeviceLost &&
+                  (bound.error().loss_reason() == reason_of(0) || bound.error().loss_reason() == reason_of(2)))
+          << "binding a mechanism of the lost device: " << bound.error().message();
     }
   }
   EXPECT_EQ(live + quarantined + allocator->release_calls.load(), granted)
@@ -687,6 +702,24 @@ TEST_P(Lifecycle, EachRegistryOperationMeetingItselfKeepsTheRegistryWhole) {
       expect(extra && registry().remove_provider_context(*extra), "registering and removing a spare context failed");
     }
   });
+  // Every thread confirms every context, so confirmations of one context
+  // meet (one terminating its mechanisms while another counts their
+  // operations), and the odd threads drop the owners they still hold into
+  // mechanisms being terminated. A drop still settling is an operation in
+  // flight, which a confirmation may answer with not-quiescent (TEAR-010);
+  // none may call the allocator (the termination discharged the records).
+  const std::size_t released_before = allocator->release_calls.load();
+  phase("confirm_context_terminated of every context beside drops", [&](int t, Own& mine) {
+    if (t % 2 == 1) mine.owners.clear();
+    for (int k = 0; k < kThreads; ++k) {
+      for (const auto& context : own[static_cast<std::size_t>((t + k) % kThreads)].contexts) {
+        const auto confirmed = registry().confirm_context_terminated(context);
+        expect(confirmed || confirmed.error().kind() == BindingError::Kind::kContextNotQuiescent,
+               "confirming a lost context failed: " + (confirmed ? "" : confirmed.error().message()));
+      }
+    }
+  });
+  EXPECT_EQ(allocator->release_calls.load(), released_before) << "an owner dropped into a lost mechanism was released";
   phase("confirm_context_terminated", [&](int, Own& mine) {
     for (const auto& context : mine.contexts) {
       expect(registry().confirm_context_terminated(context).has_value(), "confirming a lost context failed");

@@ -48,4 +48,19 @@ constexpr int probe_rounds(int unsanitized) {
 #endif
 }
 
+// The step, as a shift, between the alignments a one-thread sweep visits:
+// every power of two, but under ThreadSanitizer every fourth (1, 16, 256,
+// ...). It reports only accesses that two threads make, so a sweep that
+// runs on one thread gains it nothing point by point, while every point
+// costs it shadow memory for each block mapped and filled (13 s for one
+// sweep through the simulated CUDA driver). AddressSanitizer visits them
+// all: each alignment can take its own path through an allocator.
+constexpr unsigned one_thread_sweep_shift() {
+#if defined(ORTMEM_CTS_UNDER_TSAN)
+  return 4;
+#else
+  return 1;
+#endif
+}
+
 }  // namespace ortmem::cts

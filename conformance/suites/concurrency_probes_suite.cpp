@@ -102,8 +102,7 @@ TEST_P(PinConcurrency, AContextDestroyedAsItsLastPinIsReleasedElsewhereIsSafe) {
     std::atomic<bool> saw_zero{false};
     together(2, [&](int t) {
       if (t == 0) {
-        std::atomic<int> spun{0};  // a store the compiler cannot drop, so the spin is real
-        for (int spin = (round % 16) * 4; spin > 0; --spin) spun.fetch_add(1, std::memory_order_relaxed);
+        spin((round % 16) * 4);
         pin->reset();
         return;
       }
@@ -147,7 +146,11 @@ TEST_P(BindingConcurrency, ViewsUsedWhileTheirAllocatingThreadChurnsAreCheckedEx
     if (t == 0) {
       for (std::size_t i = 0; i < 2 * kKept && refused.empty(); ++i) {
         auto allocation = binding().allocate(64, 16);
-        auto view = allocation ? allocation->view(0, 64) : Expected<BoundMemoryView, BindingError>(fail(allocation.error()));
+        if (!allocation) {
+          refused = allocation.error().message();
+          break;
+        }
+        auto view = allocation->view(0, 64);
         if (!view) {
           refused = view.error().message();
         } else if (i < kKept) {
@@ -382,8 +385,7 @@ TEST_P(QueueConcurrency, EnqueuesMeetingACloseAreAcceptedOrHandedBackWhole) {
     };
     together(kThreads, [&](int t) {
       if (t < kEnqueuers) return enqueue(static_cast<std::size_t>(t));
-      std::atomic<int> spun{0};  // a store the compiler cannot drop, so the spin is real
-      for (int spin = (round % 8) * 16; spin > 0; --spin) spun.fetch_add(1, std::memory_order_relaxed);
+      spin((round % 8) * 16);
       queue->close();
     });
     enqueue(kEnqueuers);
@@ -492,8 +494,7 @@ TEST_P(QueueConcurrency, ADrainMeetingADeviceLossSettlesEachRequestOnce) {
     });
     std::thread loser([&] {
       start_together();
-      std::atomic<int> spun{0};  // a store the compiler cannot drop, so the spin is real
-      for (int spin = (round % 16) * 4; spin > 0; --spin) spun.fetch_add(1, std::memory_order_relaxed);
+      spin((round % 16) * 4);
       queue->mark_device_lost();
     });
     drainer.join();

@@ -214,8 +214,7 @@ TEST_P(Lifecycle, ASelectRacingARetireNeverLeavesARetiredMechanismSelected) {
     });
     std::thread retirer([&] {
       while (!selecting.load()) std::this_thread::yield();
-      std::atomic<int> spun{0};  // a store the compiler cannot drop, so the spin is real
-      for (int spin = (round * 37) % 400; spin > 0; --spin) spun.fetch_add(1, std::memory_order_relaxed);
+      spin((round * 37) % 400);
       (void)registry().retire(*candidate);
       if (candidate_removed) (void)registry().remove(*candidate);
       if (prior_retired_too) (void)registry().retire(*prior);

@@ -1,4 +1,5 @@
-// conformance/suites/support/together.hpp: threads that start at one moment.
+// conformance/suites/support/together.hpp: threads that start at one moment,
+// and a spin that staggers their racing calls.
 #pragma once
 
 #include <atomic>
@@ -23,6 +24,14 @@ void together(int threads, Body body) {
     });
   }
   for (auto& thread : started) thread.join();
+}
+
+// Busy-waits `iterations` steps, so a thread reaches its racing call a little
+// later in each round and the meeting lands at every point of the other
+// thread's call. Each step stores to an atomic, which the compiler cannot drop.
+inline void spin(int iterations) {
+  std::atomic<int> spun{0};
+  for (; iterations > 0; --iterations) spun.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace ortmem::cts

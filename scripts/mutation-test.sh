@@ -8,8 +8,14 @@
 # broke) as JSON and Markdown.
 #
 #   bash scripts/mutation-test.sh [--matrix FILE] [--only NAME[,NAME...]] [--adapter-reports DIR]
+#   bash scripts/mutation-test.sh --curated-sample-seconds S [--seed N]
+#       CI: refuses the committed matrix (reports/mutation/kill-matrix.json)
+#       unless it is whole, green and of the current sources, then judges a
+#       seeded sample of the curated mutants for S seconds
 #
 # FILE defaults to build/kill-matrix.json; the Markdown goes beside it (.md).
+# To commit it: ctest --preset kill, then --matrix reports/mutation/kill-matrix.json
+# --adapter-reports build/default/test-reports.
 # DIR is where ctest left its reports (build/default/test-reports): adapter
 # mutants and plugin lies with a current report there are not run again.
 # Plugins are named plugin:NAME in --only and in the matrix.

@@ -23,11 +23,18 @@ and run from the scratch copy. A load-time lie
 it kills no requirement: it is built in the scratch copy, must be refused
 (exit 2, one line on stderr containing its `refused_with`, no report), and is
 listed under `plugin_refusals` with the ABI rule it was refused for.
+
+CI does not make the matrix: it takes the committed one
+(reports/mutation/kill-matrix.json) when it is whole, green and of the
+current sources (inputs_digest), and judges a seeded sample of the curated
+mutants again for a fixed time (--curated-sample-seconds), so a check that
+stopped killing one is still likely to be seen on its own commit.
 """
 import argparse
 import hashlib
 import json
 import pathlib
+import random
 import subprocess
 import sys
 import tempfile
@@ -47,6 +54,45 @@ LIE_FLAGS = ["--jobs", "2", "--seed", "20261201", "--quiet"]
 KNOWN_BAD_PLUGINS = ROOT / "adapters" / "plugin" / "known_bad"
 # The exit code a report's verdict makes (the runner's: 1 is not conformant).
 EXIT_OF_VERDICT = {"conformant": 0, "not-conformant": 1, "partial": 3}
+# The committed kill matrix (CI checks it is of the current sources and
+# judges a sample of the curated mutants again; see --curated-sample-seconds).
+COMMITTED_MATRIX = ROOT / "reports" / "mutation" / "kill-matrix.json"
+# What a verdict depends on: the kit, the reference, the adapters and mutants,
+# the report code, the spec, and the checks that judge them. Prose (*.md),
+# benchmarks and the reference's unit tests change no verdict.
+DIGEST_ROOTS = ("adapters/", "conformance/", "reference/", "reports/include/", "reports/src/", "spec/", "cmake/",
+                "CMakeLists.txt", "CMakePresets.json")
+DIGEST_EXCLUDED = ("reference/bench/", "reference/tests/")
+
+
+def inputs_digest():
+    """SHA-256 over the path and bytes of every file a verdict depends on."""
+    digest = hashlib.sha256()
+    for path in sorted(tracked_files()):
+        if path.startswith(DIGEST_ROOTS) and not path.startswith(DIGEST_EXCLUDED) and not path.endswith(".md"):
+            digest.update(path.encode() + b"\0" + (ROOT / path).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def committed_matrix_problems(path):
+    """Why the committed kill matrix cannot stand for these sources, if it cannot."""
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    remake = (f"make it again with `bash scripts/mutation-test.sh --matrix {shown}` (or, after "
+              f"`ctest --preset kill`, add `--adapter-reports build/default/test-reports`) and commit it")
+    if not path.exists():
+        return [f"no committed kill matrix at {shown}: {remake}"]
+    matrix = json.loads(path.read_text())
+    if matrix.get("inputs_digest") is None:
+        return [f"{shown} is a partial matrix (made with --only): {remake}"]
+    if matrix["inputs_digest"] != inputs_digest():
+        return [f"{shown} was made from other sources than these (a file under {', '.join(DIGEST_ROOTS)} changed "
+                f"since): {remake}"]
+    problems = [f"{shown} records a problem: {problem}" for problem in matrix.get("problems", [])]
+    summary = matrix["summary"]
+    if summary["must_killed_or_justified"] != summary["must_requirements"]:
+        problems.append(f"{shown}: only {summary['must_killed_or_justified']} of {summary['must_requirements']} MUST "
+                        "requirements are killed or justified")
+    return problems
 
 
 STARTED = time.monotonic()
@@ -126,6 +172,32 @@ def refusal_of(runner, library, refused_with, report):
     return refused, said
 
 
+def sampled_verdict(kind, mutant, build, reports, problems):
+    """Judges one adapter mutant or lie of the sample as ctest judges it (its
+    deadlines, its retry on a loaded machine), on the default build's runners."""
+    checks = ROOT / "conformance" / "tests"
+    began = time.monotonic()
+    if kind == "adapter":
+        command = [sys.executable, str(checks / "check_adapter.py"), "mutant", str(build / "ortmem-cts-mutants"),
+                   str(ROOT / "adapters" / "mutants" / "manifest.json"), mutant["name"], str(reports)]
+        name = mutant["name"]
+    else:
+        # check_plugins.py judges a manifest's every entry: this one alone.
+        manifest = next(KNOWN_BAD_PLUGINS / m for m in ("runtime_manifest.json", "abi_manifest.json")
+                        if json.loads((KNOWN_BAD_PLUGINS / m).read_text())["library_prefix"] == mutant["prefix"])
+        alone = dict(json.loads(manifest.read_text()), plugins=[{k: v for k, v in mutant.items() if k != "prefix"}])
+        alone_path = reports / f"lie-{mutant['name']}.json"
+        alone_path.write_text(json.dumps(alone))
+        command = [sys.executable, str(checks / "check_plugins.py"), "lies", str(build / "ortmem-cts"),
+                   str(build / "plugins" / "known_bad"), str(alone_path), str(reports / "plugins")]
+        name = "plugin:" + mutant["name"]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    if run.returncode != 0:
+        problems.append(f"{kind} mutant {name} was judged wrong: {(run.stdout + run.stderr).strip()[-800:]}")
+    log(f"  {kind:7} {name:32} {'as its manifest says' if run.returncode == 0 else 'JUDGED WRONG'}  "
+        f"{time.monotonic() - began:.0f} s")
+
+
 def judge_mutant(kind, name, must_fail, code, failing, problems, exact=False):
     missing = [rid for rid in must_fail if rid not in failing]
     extra = [rid for rid in failing if rid not in must_fail] if exact else []
@@ -146,8 +218,22 @@ def main():
     parser.add_argument("--adapter-reports", default="",
                         help="a directory where ctest's mutant checks left their reports (name with ':' as '_'); "
                              "adapter mutants with a report there are not run again")
+    parser.add_argument("--curated-sample-seconds", type=float, default=0,
+                        help="CI: check that the committed kill matrix (--committed) is of these sources, then judge "
+                             "a seeded sample of the curated mutants for about this long")
+    parser.add_argument("--committed", default=str(COMMITTED_MATRIX))
+    parser.add_argument("--build", default=str(ROOT / "build" / "default"),
+                        help="the default build whose runners and plugins the sample's adapter mutants and lies run on")
+    parser.add_argument("--seed", type=int, default=None, help="the sample's seed (default: from the commit)")
     args = parser.parse_args()
     only = set(filter(None, args.only.split(",")))
+    sampling = args.curated_sample_seconds > 0
+    if sampling:
+        stale = committed_matrix_problems(pathlib.Path(args.committed).resolve())
+        if stale:
+            for problem in stale:
+                print(problem, file=sys.stderr)
+            return 1
 
     spec = json.loads((ROOT / "spec" / "requirements.json").read_text())
     source_mutants = json.loads((ROOT / "adapters" / "mutants" / "source_mutants.json").read_text())["mutants"]
@@ -166,6 +252,8 @@ def main():
         plugin_refusals = [m for m in plugin_refusals if "plugin:" + m["name"] in only]
 
     problems = []
+    # Taken before anything is judged: the matrix stands for the sources as they were then.
+    digest = None if only else inputs_digest()
     killed_by = {r["id"]: [] for r in spec["requirements"]}
     tested_by = {r["id"]: [] for r in spec["requirements"]}
     with tempfile.TemporaryDirectory(prefix="ortmem-mutation-") as scratch_name:
@@ -173,10 +261,12 @@ def main():
         reports = pathlib.Path(scratch_name) / "reports"
         reports.mkdir()
         previous = pathlib.Path(args.adapter_reports) if args.adapter_reports else None
-        to_run = [m for m in adapter_mutants
-                  if not (previous and (previous / (m["name"].replace(":", "_") + ".json")).exists())]
+        # The sample judges adapter mutants and lies as ctest does, on the
+        # default build (sampled_verdict); the scratch copy serves the source mutants.
+        to_run = [] if sampling else [m for m in adapter_mutants
+                                      if not (previous and (previous / (m["name"].replace(":", "_") + ".json")).exists())]
         earlier_lies = {m["name"]: earlier_lie_report(previous, m) for m in plugin_lies}
-        lies_to_run = [m for m in plugin_lies if earlier_lies[m["name"]] is None]
+        lies_to_run = [] if sampling else [m for m in plugin_lies if earlier_lies[m["name"]] is None]
         log("building the unmutated kit in a scratch copy")
         # Source mutants of mechanisms only a test adapter certifies need the test runner too.
         needs_test_runner = bool(to_run) or any(m.get("adapter", "host") != "host" for m in source_mutants)
@@ -195,8 +285,13 @@ def main():
             log(f"the unmutated host adapter is not conformant (exit {code}; failing {failing}): nothing to compare")
             return 2
 
-        log(f"adapter mutants ({len(adapter_mutants)}, {len(adapter_mutants) - len(to_run)} from earlier reports)")
-        for mutant in adapter_mutants:
+        def record(name, failing, tested):
+            for rid in failing:
+                killed_by[rid].append(name)
+            for rid in tested:
+                tested_by[rid].append(name)
+
+        def judge_adapter(mutant):
             if mutant in to_run:
                 code, failing, tested = certify(mutants_runner, mutant["name"], reports / "adapter.json")
             else:
@@ -205,13 +300,9 @@ def main():
                 code = 1
                 failing, tested = failures_of(earlier)
             if judge_mutant("adapter", mutant["name"], mutant["must_fail"], code, failing, problems, exact=True):
-                for rid in failing:
-                    killed_by[rid].append(mutant["name"])
-                for rid in tested:
-                    tested_by[rid].append(mutant["name"])
+                record(mutant["name"], failing, tested)
 
-        log(f"plugin lies ({len(plugin_lies)}, {len(plugin_lies) - len(lies_to_run)} from earlier reports)")
-        for lie in plugin_lies:
+        def judge_lie(lie):
             name = "plugin:" + lie["name"]
             earlier = earlier_lies[lie["name"]]
             if earlier is None:
@@ -221,30 +312,13 @@ def main():
                 code = EXIT_OF_VERDICT.get(earlier["verdict"]["overall"], 2)
                 failing, tested = failures_of(earlier)
             if judge_mutant("plugin", name, lie["must_fail"], code, failing, problems, exact=True):
-                for rid in failing:
-                    killed_by[rid].append(name)
-                for rid in tested:
-                    tested_by[rid].append(name)
+                record(name, failing, tested)
 
-        # Refused at load: a kill of the ABI's loading rules, not of any
-        # requirement (no test runs), so these stay out of killed_by.
-        log(f"plugins refused at load ({len(plugin_refusals)})")
-        refusal_rows = []
-        for plugin in plugin_refusals:
-            refused, said = refusal_of(runner, plugin_dir / library_name(plugin["prefix"], plugin["name"]),
-                                       plugin["refused_with"], reports / "refused.json")
-            if not refused:
-                problems.append(f"plugin {plugin['name']} was not refused at load with {plugin['refused_with']!r} "
-                                f"({said})")
-            refusal_rows.append({"name": plugin["name"], "rule": plugin["refused_with"], "refused": refused,
-                                 "refusal": said})
-            log(f"  refusal {plugin['name']:32} {'refused' if refused else 'LOADED'}")
-
-        log(f"source mutants ({len(source_mutants)})")
         # A mutated header recompiles every unit including it, and so does
         # restoring it: the header mutants go last, where the last needs no restore.
         in_header = lambda mutant: any(edit["file"].endswith(".hpp") for edit in mutant["edits"])
-        for mutant in sorted(source_mutants, key=in_header):
+
+        def judge_source(mutant):
             originals = {}
             try:
                 for edit in mutant["edits"]:
@@ -266,19 +340,66 @@ def main():
                 if not ok:
                     problems.append(f"source mutant {mutant['name']} does not compile:\n{output[-1500:]}")
                     log(f"  source  {mutant['name']:32} DOES NOT COMPILE")
-                    continue
+                    return
                 code, failing, tested = certify(mutant_runner, adapter, reports / "source.json")
                 log(f"    built in {built - began:.0f} s, certified in {time.monotonic() - built:.0f} s")
                 if judge_mutant("source", "source:" + mutant["name"], mutant["must_fail"], code, failing, problems):
-                    for rid in failing:
-                        killed_by[rid].append("source:" + mutant["name"])
-                    for rid in tested:
-                        tested_by[rid].append("source:" + mutant["name"])
+                    record("source:" + mutant["name"], failing, tested)
             except LookupError:
                 log(f"  source  {mutant['name']:32} STALE EDIT")
             finally:
                 for target, text in originals.items():
                     target.write_text(text)
+
+        # Refused at load: a kill of the ABI's loading rules, not of any
+        # requirement (no test runs), so these stay out of killed_by.
+        log(f"plugins refused at load ({len(plugin_refusals)})")
+        refusal_rows = []
+        for plugin in plugin_refusals:
+            refused, said = refusal_of(runner, plugin_dir / library_name(plugin["prefix"], plugin["name"]),
+                                       plugin["refused_with"], reports / "refused.json")
+            if not refused:
+                problems.append(f"plugin {plugin['name']} was not refused at load with {plugin['refused_with']!r} "
+                                f"({said})")
+            refusal_rows.append({"name": plugin["name"], "rule": plugin["refused_with"], "refused": refused,
+                                 "refusal": said})
+            log(f"  refusal {plugin['name']:32} {'refused' if refused else 'LOADED'}")
+
+        if sampling:
+            seed = args.seed if args.seed is not None else int(subprocess.run(
+                ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout[:8] or "0", 16)
+            order = ([("adapter", m) for m in adapter_mutants] + [("plugin", m) for m in plugin_lies] +
+                     [("source", m) for m in source_mutants])
+            random.Random(seed).shuffle(order)
+            order.sort(key=lambda pair: pair[0] == "source" and in_header(pair[1]))
+            deadline = time.monotonic() + args.curated_sample_seconds
+            log(f"sample of the {len(order)} curated mutants, seed {seed}, for {args.curated_sample_seconds:.0f} s")
+            judged = []
+            for kind, mutant in order:
+                if time.monotonic() >= deadline:
+                    break
+                before = len(problems)
+                if kind == "source":
+                    judge_source(mutant)
+                else:
+                    sampled_verdict(kind, mutant, pathlib.Path(args.build), reports, problems)
+                judged.append({"kind": kind, "name": mutant["name"], "judged_right": len(problems) == before})
+            for problem in problems:
+                print(problem, file=sys.stderr)
+            log(f"sample: {len(judged)} of {len(order)} curated mutants judged, {len(problems)} problems; the committed "
+                f"matrix {pathlib.Path(args.committed).name} is of these sources")
+            return 1 if problems else 0
+
+        log(f"adapter mutants ({len(adapter_mutants)}, {len(adapter_mutants) - len(to_run)} from earlier reports)")
+        for mutant in adapter_mutants:
+            judge_adapter(mutant)
+        log(f"plugin lies ({len(plugin_lies)}, {len(plugin_lies) - len(lies_to_run)} from earlier reports)")
+        for lie in plugin_lies:
+            judge_lie(lie)
+
+        log(f"source mutants ({len(source_mutants)})")
+        for mutant in sorted(source_mutants, key=in_header):
+            judge_source(mutant)
 
     # killed_by: mutants that a check of the requirement itself failed on.
     # failed_tests_of: mutants that failed a test naming it, maybe on another
@@ -308,6 +429,10 @@ def main():
         for rid in unkilled:
             problems.append(f"{rid} is a MUST requirement no mutant kills and spec/ does not justify")
 
+    # CI takes a committed matrix for the sources it was made from, and only
+    # when it is whole and green (committed_matrix_problems).
+    matrix["inputs_digest"] = digest
+    matrix["problems"] = problems
     path = pathlib.Path(args.matrix)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(matrix, indent=2) + "\n")

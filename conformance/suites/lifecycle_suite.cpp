@@ -701,17 +701,18 @@ TEST_P(Lifecycle, EachRegistryOperationMeetingItselfKeepsTheRegistryWhole) {
       expect(extra && registry().remove_provider_context(*extra), "registering and removing a spare context failed");
     }
   });
-  // Every thread confirms every context, so confirmations of one context
-  // meet (one terminating its mechanisms while another counts their
-  // operations), and the odd threads drop the owners they still hold into
-  // mechanisms being terminated. A drop still settling is an operation in
+  // Every thread confirms every context, all in the same order, so the
+  // confirmations of one context meet (one terminating its mechanisms and
+  // discharging their records while the others still count those records
+  // and operations), and the odd threads drop the owners they still hold
+  // into mechanisms being terminated. A drop still settling is an operation in
   // flight, which a confirmation may answer with not-quiescent (TEAR-010);
   // none may call the allocator (the termination discharged the records).
   const std::size_t released_before = allocator->release_calls.load();
   phase("confirm_context_terminated of every context beside drops", [&](int t, Own& mine) {
     if (t % 2 == 1) mine.owners.clear();
     for (int k = 0; k < kThreads; ++k) {
-      for (const auto& context : own[static_cast<std::size_t>((t + k) % kThreads)].contexts) {
+      for (const auto& context : own[static_cast<std::size_t>(k)].contexts) {
         const auto confirmed = registry().confirm_context_terminated(context);
         expect(confirmed || confirmed.error().kind() == BindingError::Kind::kContextNotQuiescent,
                "confirming a lost context failed: " + (confirmed ? "" : confirmed.error().message()));

@@ -9,6 +9,9 @@ build=$1 source=$2 version=$3
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 fail() { echo "debian package: $*"; exit 1; }
+# What this judges is the runner and its files, not how hard the checks
+# push: a small model budget (as runner_environment.sh) keeps each run short.
+small=(--model-runs 5 --model-length 20)
 
 (cd "$build" && cpack -G DEB -B "$scratch/out" >"$scratch/cpack.log" 2>&1) || { cat "$scratch/cpack.log"; fail "cpack -G DEB failed"; }
 runtime=$scratch/out/ortmem-cts_${version}_amd64.deb
@@ -49,11 +52,11 @@ dpkg-deb -x "$runtime" "$root"
 dpkg-deb -x "$dev" "$root"
 "$root/usr/bin/ortmem-cts" --version | grep -q "^ortmem-cts $version" || fail "the packaged ortmem-cts --version is not $version"
 code=0
-"$root/usr/bin/ortmem-cts" run --adapter host --quiet --report "$scratch/host.json" >/dev/null 2>&1 || code=$?
+"$root/usr/bin/ortmem-cts" run --adapter host "${small[@]}" --quiet --report "$scratch/host.json" >/dev/null 2>&1 || code=$?
 [[ $code -eq 0 ]] || fail "the packaged ortmem-cts certified host with exit $code, expected 0 (conformant)"
 cmake -S "$source/examples/out-of-tree" -B "$scratch/example" -G Ninja -DCMAKE_PREFIX_PATH="$root/usr" >"$scratch/example.log" 2>&1 &&
   cmake --build "$scratch/example" >>"$scratch/example.log" 2>&1 || { cat "$scratch/example.log"; fail "examples/out-of-tree does not build against the extracted -dev package"; }
 code=0
-"$scratch/example/aligned-cts" run --adapter aligned-alloc --quiet --report "$scratch/aligned.json" >/dev/null 2>&1 || code=$?
+"$scratch/example/aligned-cts" run --adapter aligned-alloc "${small[@]}" --quiet --report "$scratch/aligned.json" >/dev/null 2>&1 || code=$?
 [[ $code -eq 0 ]] || fail "the out-of-tree adapter built on the -dev package certified with exit $code, expected 0"
 echo "debian package: $(basename "$runtime") and $(basename "$dev") hold what they should; the extracted kit certified host and built and certified examples/out-of-tree"

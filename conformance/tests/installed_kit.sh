@@ -11,6 +11,9 @@ build=$1 source=$2 python=$3
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 fail() { echo "installed kit: $*"; exit 1; }
+# What this judges is the runner and its files, not how hard the checks
+# push: a small model budget (as runner_environment.sh) keeps each run short.
+small=(--model-runs 5 --model-length 20)
 prefix=$scratch/prefix
 
 cmake --install "$build" --prefix "$prefix" >"$scratch/install.log" || { cat "$scratch/install.log"; fail "cmake --install failed"; }
@@ -34,7 +37,7 @@ build_example() {
 }
 build_example "$source/examples/out-of-tree" "$scratch/example"
 code=0
-"$scratch/example/aligned-cts" run --adapter aligned-alloc --quiet --report "$scratch/aligned.json" >/dev/null 2>&1 || code=$?
+"$scratch/example/aligned-cts" run --adapter aligned-alloc "${small[@]}" --quiet --report "$scratch/aligned.json" >/dev/null 2>&1 || code=$?
 [[ $code -eq 0 ]] || fail "the out-of-tree adapter certified with exit $code, expected 0 (conformant)"
 
 # The same adapter, with one line changed so it ignores the alignment asked for.
@@ -51,7 +54,7 @@ PY
   fail "could not make the broken copy"
 build_example "$scratch/broken" "$scratch/broken-build"
 code=0
-"$scratch/broken-build/aligned-cts" run --adapter aligned-alloc --quiet --report "$scratch/broken.json" >/dev/null 2>&1 || code=$?
+"$scratch/broken-build/aligned-cts" run --adapter aligned-alloc "${small[@]}" --quiet --report "$scratch/broken.json" >/dev/null 2>&1 || code=$?
 [[ $code -eq 1 ]] || fail "the adapter that ignores alignment certified with exit $code, expected 1 (not-conformant)"
 
 "$python" - "$scratch/aligned.json" "$scratch/broken.json" "$prefix/share/ortmem-cts/schema/report.schema.json" <<'PY'
@@ -74,6 +77,6 @@ cflags=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags nxmem) || fai
 cc -std=c11 -shared -fPIC $cflags -o "$scratch/libeager.so" "$source/adapters/plugin/examples/eager_host_plugin.c" -lpthread ||
   fail "the eager example plugin does not build from the installed headers alone"
 code=0
-"$prefix/bin/ortmem-cts" run --adapter "$scratch/libeager.so" --quiet --report "$scratch/eager.json" >/dev/null 2>&1 || code=$?
+"$prefix/bin/ortmem-cts" run --adapter "$scratch/libeager.so" "${small[@]}" --quiet --report "$scratch/eager.json" >/dev/null 2>&1 || code=$?
 [[ $code -eq 0 ]] || fail "the plugin built from the installed headers certified with exit $code, expected 0"
 echo "installed kit: headers, package and pkg-config file in place; an out-of-tree adapter certified conformant, its broken copy failed ALLOC-005 and ALLOC-008 only"

@@ -11,11 +11,14 @@ runner=$1 python=$2
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 fail() { echo "$*"; exit 1; }
+# What this judges is the runner and its files, not how hard the checks
+# push: a small model budget (as runner_environment.sh) keeps each run short.
+small=(--model-runs 5 --model-length 20)
 
-"$runner" run --adapter host --jobs 1 --quiet --seed 11 --report "$scratch/whole.json" >/dev/null 2>&1 || fail "host run"
+"$runner" run --adapter host "${small[@]}" --jobs 1 --quiet --seed 11 --report "$scratch/whole.json" >/dev/null 2>&1 || fail "host run"
 for index in 0 1 2; do
   code=0
-  "$runner" run --adapter host --jobs 1 --quiet --seed 11 --run-id ci-42 --shard "$index/3" \
+  "$runner" run --adapter host "${small[@]}" --jobs 1 --quiet --seed 11 --run-id ci-42 --shard "$index/3" \
     --report "$scratch/shard$index.json" >/dev/null 2>&1 || code=$?
   [[ $code -eq 3 ]] || fail "shard $index/3: exit $code, expected 3"
 done
@@ -26,7 +29,7 @@ code=0
 code=0
 "$runner" report merge "$scratch"/shard{0,1}.json --report "$scratch/two.json" >/dev/null 2>&1 || code=$?
 [[ $code -eq 3 ]] || fail "merge with a shard missing: exit $code, expected 3 (partial)"
-"$runner" run --adapter host --jobs 1 --quiet --seed 11 --run-id other --shard 2/3 --report "$scratch/other.json" >/dev/null 2>&1
+"$runner" run --adapter host "${small[@]}" --jobs 1 --quiet --seed 11 --run-id other --shard 2/3 --report "$scratch/other.json" >/dev/null 2>&1
 code=0
 err=$("$runner" report merge "$scratch"/shard{0,1}.json "$scratch/other.json" --report "$scratch/bad.json" 2>&1) || code=$?
 [[ $code -eq 2 && $err == *"run id differs"* ]] || fail "merge of different runs: exit $code, '$err'"
@@ -50,7 +53,7 @@ cat >"$scratch/expect.json" <<'JSON'
 ]}
 JSON
 code=0
-"$runner" run --adapter mutant:misaligned --jobs 1 --quiet --expectations "$scratch/expect.json" \
+"$runner" run --adapter mutant:misaligned "${small[@]}" --jobs 1 --quiet --expectations "$scratch/expect.json" \
   --report "$scratch/waived.json" >"$scratch/waived.out" 2>&1 || code=$?
 [[ $code -eq 0 ]] || fail "every failure expected: exit $code, expected 0: $(tail -5 "$scratch/waived.out")"
 grep -q "is stale" "$scratch/waived.out" && grep -q "is unexpected-pass" "$scratch/waived.out" ||

@@ -13,6 +13,9 @@ scratch=$(mktemp -d)
 pid=""
 trap '[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null; pkill -KILL -f "child --adapter double:" 2>/dev/null; rm -rf "$scratch"' EXIT
 fail() { echo "$*"; exit 1; }
+# What this judges is the runner and its files, not how hard the checks
+# push: a small model budget (as runner_environment.sh) keeps each run short.
+small=(--model-runs 5 --model-length 20)
 children() { pgrep -f "child --adapter double:hangs-on-allocate" | wc -l; }
 validate() {  # REPORT EXPECTED-OVERALL
   "$python" - "$1" "$schema" "$2" <<'PY'
@@ -112,7 +115,7 @@ sleep 0.2
 [[ $(children) -eq 0 ]] || fail "SIGTERM: children outlived the run"
 
 # SIGKILL: an older conformant report must not survive as if current.
-"$runner" run --adapter host --quiet --report "$scratch/kill.json" >/dev/null 2>&1 || fail "host is not conformant"
+"$runner" run --adapter host "${small[@]}" --quiet --report "$scratch/kill.json" >/dev/null 2>&1 || fail "host is not conformant"
 validate "$scratch/kill.json" conformant || fail "host report"
 start_hanging_run "$scratch/kill.json"
 kill -KILL "$pid"

@@ -11,6 +11,7 @@
 #include "support/binding_error_payload.hpp"
 #include "support/elsewhere_allocator.hpp"
 #include "support/registry_harness.hpp"
+#include "support/sanitizers.hpp"
 #include "support/suite.hpp"
 #include "support/together.hpp"
 
@@ -742,6 +743,68 @@ TEST_P(Lifecycle, EachRegistryOperationMeetingItselfKeepsTheRegistryWhole) {
     }
   });
   EXPECT_EQ(registry().snapshots().size(), 1U) << "the registry holds more than the harness's own mechanism";
+}
+
+// TEAR-011 when the confirmations of one lost context meet: several callers
+// may learn of a context's end at once (an error handler on each stream),
+// and each confirmation first counts the operations of the context's
+// mechanisms, then terminates them and discharges their records. Whichever
+// terminates does so while the others are still counting those records.
+// Every confirmation succeeds, none calls the allocator, and the mechanism
+// ends terminated with nothing live or quarantined. A mechanism that
+// discharges its records without the lock they are counted under changes
+// them under another confirmation's count: ThreadSanitizer names that race
+// (the records are spread over the parts of the books each allocating
+// thread writes, so every part is both counted and cleared).
+TEST_P(Lifecycle, ConfirmationsOfOneLostContextMeetingEachSucceedAndCallNoAllocator) {
+  covers("TEAR-011", "LOCK-005");
+  constexpr int kThreads = 4;
+  constexpr int kOwnersEach = 4;
+  const DeviceKey device = info().device;
+  const auto allocator = watched_allocator();
+  for (int round = 0; round < probe_rounds(32) && !HasFatalFailure(); ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    auto registry = *BindingRegistry::create();
+    auto context = registry.register_provider_context(device);
+    auto authority = registry.register_authority(device);
+    ASSERT_TRUE(context && authority) << "registering a context and an authority failed";
+    auto mechanism = registry.register_allocator(*context, *authority, allocator);
+    if (!mechanism) {
+      // An allocator whose device wandered is refused (ALLOC-010's to judge).
+      stands_on_broken("registering the adapter's allocator failed: " + mechanism.error().message());
+      FAIL() << "no mechanism to terminate";
+    }
+    std::vector<std::vector<OwningAllocation>> owners(kThreads);
+    together(kThreads, [&](int t) {
+      auto binding = registry.bind_registered(*mechanism);
+      for (int i = 0; binding && i < kOwnersEach; ++i) {
+        if (auto owner = binding->allocate_owning(64, 16)) owners[static_cast<std::size_t>(t)].push_back(std::move(*owner));
+      }
+    });
+    ASSERT_TRUE(registry.invalidate_device(device, "test: lost before the confirmations"));
+    const std::size_t released_before = allocator->release_calls.load();
+    std::atomic<int> confirmed{0};
+    std::string refusal;  // the first confirmation's refusal, written before `refused`
+    std::atomic<bool> refused{false};
+    together(kThreads, [&](int) {
+      auto result = registry.confirm_context_terminated(*context);
+      if (result) {
+        confirmed.fetch_add(1);
+      } else if (!refused.exchange(true)) {
+        refusal = result.error().message();
+      }
+    });
+    ORTMEM_CTS_CHECKING("TEAR-011");
+    EXPECT_EQ(confirmed.load(), kThreads) << "a confirmation of a quiet lost context was refused: " << refusal;
+    const auto snapshot = registry.snapshot(*mechanism);
+    ASSERT_TRUE(snapshot) << snapshot.error().message();
+    EXPECT_EQ(snapshot->lifecycle, MechanismLifecycle::kTerminated);
+    EXPECT_EQ(snapshot->live_allocations, 0U) << "records outlived the termination that discharged them";
+    EXPECT_EQ(snapshot->quarantined_allocations, 0U);
+    for (auto& mine : owners) mine.clear();
+    EXPECT_EQ(allocator->release_calls.load(), released_before)
+        << "memory of a terminated context was handed to its allocator";
+  }
 }
 
 ORTMEM_CTS_INSTANTIATE(Lifecycle);

@@ -777,14 +777,15 @@ TEST_P(Lifecycle, ConfirmationsOfOneLostContextMeetingEachSucceedAndCallNoAlloca
     std::vector<std::vector<OwningAllocation>> owners(kThreads);
     together(kThreads, [&](int t) {
       auto binding = registry.bind_registered(*mechanism);
+      auto& mine = owners[static_cast<std::size_t>(t)];
       for (int i = 0; binding && i < kOwnersEach; ++i) {
-        if (auto owner = binding->allocate_owning(64, 16)) owners[static_cast<std::size_t>(t)].push_back(std::move(*owner));
+        if (auto owner = binding->allocate_owning(64, 16)) mine.push_back(std::move(*owner));
       }
     });
     ASSERT_TRUE(registry.invalidate_device(device, "test: lost before the confirmations"));
     const std::size_t released_before = allocator->release_calls.load();
     std::atomic<int> confirmed{0};
-    std::string refusal;  // the first confirmation's refusal, written before `refused`
+    std::string refusal;  // written by the thread that set `refused`; read after the join
     std::atomic<bool> refused{false};
     together(kThreads, [&](int) {
       auto result = registry.confirm_context_terminated(*context);

@@ -20,7 +20,7 @@ set(ORTMEM_DATA_DIR ${CMAKE_INSTALL_DATADIR}/ortmem-cts)
 install(TARGETS ortmem-cts RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 
 # Installed names follow the in-tree aliases: ortmem::api, ortmem::cts, ...
-set(exported ortmem_api ortmem_host ortmem_report ortmem_cts_core ortmem_cts_runner_core ortmem_adapter_host
+set(exported ortmem_api ortmem_mechanism ortmem_host ortmem_report ortmem_cts_core ortmem_cts_runner_core ortmem_adapter_host
              ortmem_adapter_plugin ortmem_nxmem ortmem_cts_kit ortmem_warnings)
 foreach(target IN LISTS exported)
   get_target_property(export_name ${target} EXPORT_NAME)

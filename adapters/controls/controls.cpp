@@ -8,8 +8,8 @@
 // requirement) that demands more than spec/requirements.json says.
 //
 // Every control is built on the host reference pieces (HostAllocator,
-// HostVirtualAllocator, HostProviderContext, HostDeferredReleaseQueue,
-// HostStream) so that everything except its one choice is the reference's
+// HostVirtualAllocator, mechanism::ProviderContext, mechanism::FencedDeferredQueue,
+// mechanism::HostStream) so that everything except its one choice is the reference's
 // behaviour, and every choice is made honestly: no control reports a release
 // outcome, a count or a capacity it does not keep.
 //
@@ -53,9 +53,10 @@
 #include "host/host_vmm_variant.hpp"
 #include "ortmem/capability.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
-#include "ortmem/fault_plan.hpp"
 #include "ortmem/host/host_allocator.hpp"
 #include "ortmem/host/host_virtual_allocator.hpp"
+#include "ortmem/mechanism/fault_plan.hpp"
+#include "ortmem/mechanism/host_stream.hpp"
 
 namespace ortmem::adapters::controls {
 
@@ -303,7 +304,7 @@ class PooledReuse final : public DeviceAllocator {
 //     mapped any more), retained 0 — the reference VMM's shape.
 // Released chunks are replaced by PROT_NONE reservations in one atomic mmap,
 // so a quarantined range is never reissued to a later allocation.
-using ReleaseFaults = FaultPlan<cts::FaultPoint, 4>;
+using ReleaseFaults = mechanism::FaultPlan<cts::FaultPoint, 4>;
 
 class QuarantinesPartial final : public DeviceAllocator {
  public:
@@ -678,7 +679,7 @@ class HolderClaim final : public PinAnchor {
 
 class HolderTrackingPins final : public ProviderContextPinSource {
  public:
-  HolderTrackingPins(std::shared_ptr<host::HostProviderContext> inner, std::shared_ptr<PinHolders> holders)
+  HolderTrackingPins(std::shared_ptr<mechanism::ProviderContext> inner, std::shared_ptr<PinHolders> holders)
       : inner_(std::move(inner)), holders_(std::move(holders)) {}
   ProviderContextIdentity context() const noexcept override { return inner_->context(); }
   Expected<ProviderContextPin, ProviderContextPinError> pin() noexcept override {
@@ -697,7 +698,7 @@ class HolderTrackingPins final : public ProviderContextPinSource {
   }
 
  private:
-  std::shared_ptr<host::HostProviderContext> inner_;
+  std::shared_ptr<mechanism::ProviderContext> inner_;
   std::shared_ptr<PinHolders> holders_;
 };
 
@@ -725,7 +726,7 @@ class DetectsSelfPinnedTeardown final : public HostContext {
 // as full, whatever capacity the suite suggests in QueueOptions. Permitted by
 // DQ-005 and DQ-011, which bound only "a bounded queue" ("full (the queue is
 // bounded and at capacity)"); an unbounded queue that says so honestly is not
-// bounded. Everything else is the reference HostDeferredReleaseQueue.
+// bounded. Everything else is the reference mechanism::FencedDeferredQueue.
 class UnboundedQueue final : public HostQueue {
  public:
   UnboundedQueue(std::shared_ptr<ProviderContextPinSource> context, QueueOptions)
@@ -764,8 +765,8 @@ class BoundedQueue final : public HostQueue {
 class PollsOnEnqueue final : public QueueUnderTest, public DeferredReleaseQueue {
  public:
   PollsOnEnqueue(std::shared_ptr<ProviderContextPinSource> context, QueueOptions options)
-      : stream_(std::make_shared<host::HostStream>()),
-        inner_(std::move(context), stream_, host::HostDeferredReleaseQueue::Options{options.capacity}) {}
+      : stream_(std::make_shared<mechanism::HostStream>()),
+        inner_(std::move(context), stream_, mechanism::FencedDeferredQueue::Options{options.capacity}) {}
 
   // QueueUnderTest.
   DeferredReleaseQueue& queue() override { return *this; }
@@ -789,8 +790,8 @@ class PollsOnEnqueue final : public QueueUnderTest, public DeferredReleaseQueue 
   std::size_t pending() const noexcept override { return inner_.pending(); }
 
  private:
-  std::shared_ptr<host::HostStream> stream_;
-  host::HostDeferredReleaseQueue inner_;
+  std::shared_ptr<mechanism::HostStream> stream_;
+  mechanism::FencedDeferredQueue inner_;
 };
 
 // ---- Adapters. ----

@@ -12,12 +12,12 @@
 #include "driver_write_probe.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/cuda/cuda_allocator.hpp"
-#include "ortmem/cuda/cuda_deferred_queue.hpp"
 #include "ortmem/cuda/cuda_device.hpp"
 #include "ortmem/cuda/cuda_event_fences.hpp"
 #include "ortmem/cuda/cuda_provider_context.hpp"
 #include "ortmem/cuda/cuda_virtual_allocator.hpp"
 #include "ortmem/cuda/cuda_vmm_driver.hpp"
+#include "ortmem/mechanism/fenced_deferred_queue.hpp"
 
 namespace ortmem::adapters {
 namespace {
@@ -83,7 +83,7 @@ class CudaQueue final : public cts::QueueUnderTest {
   CudaQueue(const std::shared_ptr<cuda::CudaProviderContext>& context, cts::QueueOptions options)
       : context_(context),
         queue_(context, std::make_shared<cuda::CudaEventFences>(context->ordinal(), context->stream()),
-               cuda::CudaDeferredReleaseQueue::Options{options.capacity}) {}
+               mechanism::FencedDeferredQueue::Options{options.capacity}) {}
   ~CudaQueue() override {
     // Nothing may stay blocked on the stream once the queue's test is over.
     for (auto& gate : gates_) gate->open();
@@ -116,7 +116,7 @@ class CudaQueue final : public cts::QueueUnderTest {
   cudaStream_t stream() const { return static_cast<cudaStream_t>(context_->stream()); }
 
   std::shared_ptr<cuda::CudaProviderContext> context_;
-  cuda::CudaDeferredReleaseQueue queue_;
+  mechanism::FencedDeferredQueue queue_;
   std::vector<std::shared_ptr<StreamGate>> gates_;
   bool device_lost_ = false;
 };
@@ -172,8 +172,8 @@ class CudaAdapter : public cts::Adapter {
                                                       cts::ContextOptions options) override {
     auto context = cuda::CudaProviderContext::create(
         identity, kOrdinal,
-        host::HostProviderContext::Options{
-            options.max_outstanding_pins.value_or(host::HostProviderContext::kCounterCapacity)});
+        mechanism::ProviderContext::Options{
+            options.max_outstanding_pins.value_or(mechanism::ProviderContext::kCounterCapacity)});
     if (!context) environment_broke(context.error());
     return std::make_unique<CudaContext>(*context);
   }

@@ -3,10 +3,11 @@
 #include "driver_write_probe.hpp"
 #include "host/host_adapter.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
-#include "ortmem/cuda/cuda_deferred_queue.hpp"
 #include "ortmem/cuda/cuda_virtual_allocator.hpp"
-#include "ortmem/cuda/testing/host_stream_fences.hpp"
 #include "ortmem/cuda/testing/simulated_vmm_driver.hpp"
+#include "ortmem/mechanism/fenced_deferred_queue.hpp"
+#include "ortmem/mechanism/host_stream.hpp"
+#include "ortmem/mechanism/testing/fault_injecting_fences.hpp"
 
 namespace ortmem::adapters {
 namespace {
@@ -19,8 +20,8 @@ constexpr std::size_t kSimulatedGranularity = std::size_t{64} << 10;
 class SimulatedEventQueue final : public cts::QueueUnderTest {
  public:
   SimulatedEventQueue(std::shared_ptr<ProviderContextPinSource> context, cts::QueueOptions options)
-      : queue_(std::move(context), std::make_shared<cuda::testing::HostStreamFences>(stream_),
-               cuda::CudaDeferredReleaseQueue::Options{options.capacity}) {}
+      : queue_(std::move(context), std::make_shared<mechanism::testing::FaultInjectingFences>(stream_),
+               mechanism::FencedDeferredQueue::Options{options.capacity}) {}
 
   DeferredReleaseQueue& queue() override { return queue_; }
   void record_use() override { (void)stream_->submit(); }
@@ -31,8 +32,8 @@ class SimulatedEventQueue final : public cts::QueueUnderTest {
   std::optional<std::size_t> capacity() const override { return queue_.capacity(); }
 
  private:
-  std::shared_ptr<host::HostStream> stream_ = std::make_shared<host::HostStream>();
-  cuda::CudaDeferredReleaseQueue queue_;
+  std::shared_ptr<mechanism::HostStream> stream_ = std::make_shared<mechanism::HostStream>();
+  mechanism::FencedDeferredQueue queue_;
 };
 
 }  // namespace

@@ -4,17 +4,18 @@
 
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/host/host_allocator.hpp"
+#include "ortmem/mechanism/host_stream.hpp"
 
 namespace ortmem::adapters {
 
 HostContext::HostContext(ProviderContextIdentity identity, cts::ContextOptions options)
-    : context_(std::make_shared<host::HostProviderContext>(
-          identity, host::HostProviderContext::Options{
-                        options.max_outstanding_pins.value_or(host::HostProviderContext::kCounterCapacity)})) {}
+    : context_(std::make_shared<mechanism::ProviderContext>(
+          identity, mechanism::ProviderContext::Options{
+                        options.max_outstanding_pins.value_or(mechanism::ProviderContext::kCounterCapacity)})) {}
 
 HostQueue::HostQueue(std::shared_ptr<ProviderContextPinSource> context, cts::QueueOptions options)
-    : stream_(std::make_shared<host::HostStream>()),
-      queue_(std::move(context), stream_, host::HostDeferredReleaseQueue::Options{options.capacity}) {}
+    : stream_(std::make_shared<mechanism::HostStream>()),
+      queue_(std::move(context), stream_, mechanism::FencedDeferredQueue::Options{options.capacity}) {}
 
 // Empty spans may carry null pointers, which memset and memcpy must never see.
 void HostMemory::fill(void* ptr, std::size_t bytes, std::uint8_t value) {

@@ -1,7 +1,7 @@
 // adapters/host/host_adapter.hpp: the host reference implementation as an adapter.
 //
-// Eager HostAllocator, HostProviderContext pins, and a HostDeferredReleaseQueue
-// whose fences follow a HostStream. Bytes are read and written with memcpy.
+// Eager HostAllocator, mechanism::ProviderContext pins, and a mechanism::FencedDeferredQueue
+// whose fences follow a mechanism::HostStream. Bytes are read and written with memcpy.
 // The classes are public so that the known-bad adapters (adapters/mutants) can
 // start from the reference and break exactly one rule.
 #pragma once
@@ -9,9 +9,9 @@
 #include <memory>
 
 #include "ortmem/cts/adapter.hpp"
-#include "ortmem/host/host_deferred_queue.hpp"
-#include "ortmem/host/host_provider_context.hpp"
-#include "ortmem/host/host_stream.hpp"
+#include "ortmem/mechanism/fenced_deferred_queue.hpp"
+#include "ortmem/mechanism/host_stream.hpp"
+#include "ortmem/mechanism/provider_context.hpp"
 
 namespace ortmem::adapters {
 
@@ -31,10 +31,10 @@ class HostContext : public cts::ContextUnderTest {
   [[nodiscard]] virtual std::shared_ptr<ProviderContextPinSource> shared_pins() { return context_; }
 
   // The reference context underneath (for adapters built on this one).
-  [[nodiscard]] const std::shared_ptr<host::HostProviderContext>& reference() const { return context_; }
+  [[nodiscard]] const std::shared_ptr<mechanism::ProviderContext>& reference() const { return context_; }
 
  private:
-  std::shared_ptr<host::HostProviderContext> context_;
+  std::shared_ptr<mechanism::ProviderContext> context_;
 };
 
 class HostQueue : public cts::QueueUnderTest {
@@ -50,8 +50,8 @@ class HostQueue : public cts::QueueUnderTest {
   std::optional<std::size_t> capacity() const override { return queue_.capacity(); }
 
  private:
-  std::shared_ptr<host::HostStream> stream_;
-  host::HostDeferredReleaseQueue queue_;
+  std::shared_ptr<mechanism::HostStream> stream_;
+  mechanism::FencedDeferredQueue queue_;
 };
 
 class HostMemory final : public cts::MemoryAccess {

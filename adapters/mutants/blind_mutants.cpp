@@ -968,7 +968,7 @@ class TrackedPin final : public PinAnchor {
 // pins is lent a further pin (counted in the book only) when the reference refuses with context-unavailable.
 class TrackingPinSource final : public ProviderContextPinSource {
  public:
-  TrackingPinSource(std::shared_ptr<host::HostProviderContext> inner, std::shared_ptr<PinBook> book, bool lend_when_held)
+  TrackingPinSource(std::shared_ptr<mechanism::ProviderContext> inner, std::shared_ptr<PinBook> book, bool lend_when_held)
       : inner_(std::move(inner)), book_(std::move(book)), lend_when_held_(lend_when_held) {}
   ProviderContextIdentity context() const noexcept override { return inner_->context(); }
   Expected<ProviderContextPin, ProviderContextPinError> pin() noexcept override {
@@ -989,7 +989,7 @@ class TrackingPinSource final : public ProviderContextPinSource {
     }
     return ProviderContextPin::adopt_counted_claim(*anchor);
   }
-  std::shared_ptr<host::HostProviderContext> inner_;
+  std::shared_ptr<mechanism::ProviderContext> inner_;
   std::shared_ptr<PinBook> book_;
   const bool lend_when_held_;
 };
@@ -1003,7 +1003,7 @@ class TrackingPinSource final : public ProviderContextPinSource {
 // (shared_pins()) come from the reference directly.
 class PinRingSource final : public ProviderContextPinSource {
  public:
-  explicit PinRingSource(std::shared_ptr<host::HostProviderContext> inner) : inner_(std::move(inner)) {}
+  explicit PinRingSource(std::shared_ptr<mechanism::ProviderContext> inner) : inner_(std::move(inner)) {}
   ProviderContextIdentity context() const noexcept override { return inner_->context(); }
   Expected<ProviderContextPin, ProviderContextPinError> pin() noexcept override {
     auto pin = inner_->pin();
@@ -1017,7 +1017,7 @@ class PinRingSource final : public ProviderContextPinSource {
 
  private:
   static constexpr std::uint64_t kRing = 1024;
-  std::shared_ptr<host::HostProviderContext> inner_;
+  std::shared_ptr<mechanism::ProviderContext> inner_;
   std::atomic<std::uint64_t> cursor_{0};
 };
 
@@ -1091,7 +1091,7 @@ class NestedPinAfterRetireContext final : public HostContext {
 // number of outstanding pins is one higher than the real one. The real count, and so teardown, are right.
 class OverflowSource final : public ProviderContextPinSource {
  public:
-  OverflowSource(std::shared_ptr<host::HostProviderContext> inner, std::shared_ptr<std::atomic<std::uint64_t>> phantom)
+  OverflowSource(std::shared_ptr<mechanism::ProviderContext> inner, std::shared_ptr<std::atomic<std::uint64_t>> phantom)
       : inner_(std::move(inner)), phantom_(std::move(phantom)) {}
   ProviderContextIdentity context() const noexcept override { return inner_->context(); }
   Expected<ProviderContextPin, ProviderContextPinError> pin() noexcept override {
@@ -1103,7 +1103,7 @@ class OverflowSource final : public ProviderContextPinSource {
   }
 
  private:
-  std::shared_ptr<host::HostProviderContext> inner_;
+  std::shared_ptr<mechanism::ProviderContext> inner_;
   std::shared_ptr<std::atomic<std::uint64_t>> phantom_;
 };
 

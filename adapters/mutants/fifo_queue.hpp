@@ -19,7 +19,7 @@
 #include "ortmem/context_pin.hpp"
 #include "ortmem/cts/adapter.hpp"
 #include "ortmem/deferred.hpp"
-#include "ortmem/host/host_stream.hpp"
+#include "ortmem/mechanism/host_stream.hpp"
 #include "ortmem/release_outcome.hpp"
 
 namespace ortmem::adapters::mutants {
@@ -134,7 +134,7 @@ class FifoQueue : public cts::QueueUnderTest, public DeferredReleaseQueue {
   const std::shared_ptr<ProviderContextPinSource> context_;
   const ProviderContextIdentity identity_;
   const std::optional<std::size_t> capacity_;
-  host::HostStream stream_;
+  mechanism::HostStream stream_;
   mutable std::mutex mutex_;  // bookkeeping only, never held while a request executes
   std::mutex execute_mutex_;  // one drain executes at a time
   std::deque<Entry> entries_;

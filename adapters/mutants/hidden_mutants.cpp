@@ -503,7 +503,7 @@ class WrappedPin final : public PinAnchor {
 // Wraps every reference pin; the label is chosen per pin by `label_for`.
 class WrappingPinSource : public ProviderContextPinSource {
  public:
-  WrappingPinSource(std::shared_ptr<host::HostProviderContext> inner, std::shared_ptr<PinLedger> ledger)
+  WrappingPinSource(std::shared_ptr<mechanism::ProviderContext> inner, std::shared_ptr<PinLedger> ledger)
       : inner_(std::move(inner)), ledger_(std::move(ledger)) {}
   ProviderContextIdentity context() const noexcept override { return inner_->context(); }
   Expected<ProviderContextPin, ProviderContextPinError> pin() noexcept override {
@@ -519,7 +519,7 @@ class WrappingPinSource : public ProviderContextPinSource {
 
  protected:
   virtual ProviderContextIdentity label_for() noexcept { return inner_->context(); }
-  std::shared_ptr<host::HostProviderContext> inner_;
+  std::shared_ptr<mechanism::ProviderContext> inner_;
   std::shared_ptr<PinLedger> ledger_;
 };
 
@@ -527,7 +527,7 @@ class WrappingPinSource : public ProviderContextPinSource {
 // label), although every pin is counted on the right context.
 class LaterPinsMisnamedSource final : public WrappingPinSource {
  public:
-  explicit LaterPinsMisnamedSource(std::shared_ptr<host::HostProviderContext> inner)
+  explicit LaterPinsMisnamedSource(std::shared_ptr<mechanism::ProviderContext> inner)
       : WrappingPinSource(std::move(inner), nullptr),
         stale_(*(*IdentityIssuer::create()).issue<ProviderContextIdentity>()) {}
 

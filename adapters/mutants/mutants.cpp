@@ -262,41 +262,41 @@ class DeclaresMissingCapability final : public RenamedHostAdapter {
 // A pin source wrapper; each mutant overrides pin() or context().
 class PinSourceWrapper : public ProviderContextPinSource {
  public:
-  explicit PinSourceWrapper(std::shared_ptr<host::HostProviderContext> inner) : inner_(std::move(inner)) {}
+  explicit PinSourceWrapper(std::shared_ptr<mechanism::ProviderContext> inner) : inner_(std::move(inner)) {}
   ProviderContextIdentity context() const noexcept override { return inner_->context(); }
   Expected<ProviderContextPin, ProviderContextPinError> pin() noexcept override { return inner_->pin(); }
 
  protected:
-  std::shared_ptr<host::HostProviderContext> inner_;
+  std::shared_ptr<mechanism::ProviderContext> inner_;
 };
 
 // Keeps granting pins after retirement, from a shadow context that never retires.
 class PinsAfterRetirement final : public PinSourceWrapper {
  public:
-  explicit PinsAfterRetirement(std::shared_ptr<host::HostProviderContext> inner)
-      : PinSourceWrapper(inner), shadow_(std::make_shared<host::HostProviderContext>(inner->context())) {}
+  explicit PinsAfterRetirement(std::shared_ptr<mechanism::ProviderContext> inner)
+      : PinSourceWrapper(inner), shadow_(std::make_shared<mechanism::ProviderContext>(inner->context())) {}
   Expected<ProviderContextPin, ProviderContextPinError> pin() noexcept override {
     auto pin = inner_->pin();
     return pin ? std::move(pin) : shadow_->pin();
   }
 
  private:
-  std::shared_ptr<host::HostProviderContext> shadow_;
+  std::shared_ptr<mechanism::ProviderContext> shadow_;
 };
 
 // Pins name a context other than the source's.
 class WrongContextPins final : public PinSourceWrapper {
  public:
-  explicit WrongContextPins(std::shared_ptr<host::HostProviderContext> inner)
+  explicit WrongContextPins(std::shared_ptr<mechanism::ProviderContext> inner)
       : PinSourceWrapper(inner),
-        other_(std::make_shared<host::HostProviderContext>(*(*IdentityIssuer::create()).issue<ProviderContextIdentity>())) {}
+        other_(std::make_shared<mechanism::ProviderContext>(*(*IdentityIssuer::create()).issue<ProviderContextIdentity>())) {}
   Expected<ProviderContextPin, ProviderContextPinError> pin() noexcept override {
-    if (inner_->state() != host::HostProviderContext::State::kAccepting) return inner_->pin();
+    if (inner_->state() != mechanism::ProviderContext::State::kAccepting) return inner_->pin();
     return other_->pin();
   }
 
  private:
-  std::shared_ptr<host::HostProviderContext> other_;
+  std::shared_ptr<mechanism::ProviderContext> other_;
 };
 
 template <class Source>

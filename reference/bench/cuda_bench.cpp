@@ -12,12 +12,12 @@
 #include <string>
 
 #include "ortmem/cuda/cuda_allocator.hpp"
-#include "ortmem/cuda/cuda_deferred_queue.hpp"
 #include "ortmem/cuda/cuda_device.hpp"
 #include "ortmem/cuda/cuda_event_fences.hpp"
 #include "ortmem/cuda/cuda_provider_context.hpp"
 #include "ortmem/cuda/cuda_virtual_allocator.hpp"
 #include "ortmem/cuda/cuda_vmm_driver.hpp"
+#include "ortmem/mechanism/fenced_deferred_queue.hpp"
 #include "ortmem/ortmem.hpp"
 
 namespace ortmem::cuda {
@@ -148,7 +148,7 @@ void BM_CudaDeferredEnqueueDrain(benchmark::State& state) {
   if (!has_device(state)) return;
   BoundCudaAllocator bound;
   auto provider = *CudaProviderContext::create(bound.context.identity, kOrdinal);
-  CudaDeferredReleaseQueue queue(provider, std::make_shared<CudaEventFences>(kOrdinal, provider->stream()));
+  mechanism::FencedDeferredQueue queue(provider, std::make_shared<CudaEventFences>(kOrdinal, provider->stream()));
   for (auto _ : state) {
     auto owner = bound.binding.allocate_owning(64, 256);
     auto disposition = std::move(*owner).release_deferred(queue);

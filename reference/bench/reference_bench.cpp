@@ -12,8 +12,9 @@
 #include <vector>
 
 #include "ortmem/host/host_allocator.hpp"
-#include "ortmem/host/host_deferred_queue.hpp"
-#include "ortmem/host/host_provider_context.hpp"
+#include "ortmem/mechanism/fenced_deferred_queue.hpp"
+#include "ortmem/mechanism/host_stream.hpp"
+#include "ortmem/mechanism/provider_context.hpp"
 #include "ortmem/ortmem.hpp"
 
 namespace ortmem {
@@ -125,9 +126,9 @@ BENCHMARK(BM_OwningAllocRelease_Threads)->Threads(1)->Threads(2)->UseRealTime();
 
 void BM_DeferredEnqueueDrain(benchmark::State& state) {
   Bound bound;
-  auto context = std::make_shared<host::HostProviderContext>(bound.context.identity);
-  auto stream = std::make_shared<host::HostStream>();
-  host::HostDeferredReleaseQueue queue(context, stream);
+  auto context = std::make_shared<mechanism::ProviderContext>(bound.context.identity);
+  auto stream = std::make_shared<mechanism::HostStream>();
+  mechanism::FencedDeferredQueue queue(context, stream);
   const auto bytes = static_cast<std::size_t>(state.range(0));
   for (auto _ : state) {
     auto owner = bound.binding.allocate_owning(bytes, 16);
@@ -149,11 +150,11 @@ void BM_AtomicIncDec(benchmark::State& state) {
 }
 BENCHMARK(BM_AtomicIncDec);
 
-std::unique_ptr<host::HostProviderContext> shared_context;
+std::unique_ptr<mechanism::ProviderContext> shared_context;
 void BM_PinAcquireRelease(benchmark::State& state) {
   if (state.thread_index() == 0) {
     auto issuer = *IdentityIssuer::create();
-    shared_context = std::make_unique<host::HostProviderContext>(*issuer.issue<ProviderContextIdentity>());
+    shared_context = std::make_unique<mechanism::ProviderContext>(*issuer.issue<ProviderContextIdentity>());
   }
   for (auto _ : state) {
     auto pin = shared_context->pin();

@@ -7,7 +7,7 @@
 namespace ortmem::cuda {
 namespace {
 
-cudaEvent_t as_event(FenceToken fence) noexcept { return reinterpret_cast<cudaEvent_t>(static_cast<std::uintptr_t>(fence)); }
+cudaEvent_t as_event(mechanism::FenceToken fence) noexcept { return reinterpret_cast<cudaEvent_t>(static_cast<std::uintptr_t>(fence)); }
 
 }  // namespace
 
@@ -15,7 +15,7 @@ CudaEventFences::~CudaEventFences() {
   for (void* event : idle_) (void)cudaEventDestroy(static_cast<cudaEvent_t>(event));
 }
 
-Expected<FenceToken, std::string> CudaEventFences::record() noexcept {
+Expected<mechanism::FenceToken, std::string> CudaEventFences::record() noexcept {
   try {
     cudaEvent_t event = nullptr;
     {
@@ -37,21 +37,21 @@ Expected<FenceToken, std::string> CudaEventFences::record() noexcept {
       (void)cudaEventDestroy(event);
       return fail("cudaEventRecord failed with " + runtime_error_name(error));
     }
-    return static_cast<FenceToken>(reinterpret_cast<std::uintptr_t>(event));
+    return static_cast<mechanism::FenceToken>(reinterpret_cast<std::uintptr_t>(event));
   } catch (const std::bad_alloc&) {
     return fail(std::string("out of host memory recording a fence"));
   }
 }
 
-FenceState CudaEventFences::query(FenceToken fence) noexcept {
+mechanism::FenceState CudaEventFences::query(mechanism::FenceToken fence) noexcept {
   const cudaError_t error = cudaEventQuery(as_event(fence));
-  if (error == cudaSuccess) return FenceState::kPassed;
-  if (error == cudaErrorNotReady) return FenceState::kPending;
+  if (error == cudaSuccess) return mechanism::FenceState::kPassed;
+  if (error == cudaErrorNotReady) return mechanism::FenceState::kPending;
   (void)cudaGetLastError();
-  return FenceState::kBroken;
+  return mechanism::FenceState::kBroken;
 }
 
-void CudaEventFences::discard(FenceToken fence) noexcept {
+void CudaEventFences::discard(mechanism::FenceToken fence) noexcept {
   try {
     const std::lock_guard lock(mutex_);
     idle_.push_back(as_event(fence));

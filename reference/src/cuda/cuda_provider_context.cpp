@@ -7,7 +7,7 @@
 namespace ortmem::cuda {
 
 Expected<std::shared_ptr<CudaProviderContext>, std::string> CudaProviderContext::create(
-    ProviderContextIdentity identity, int ordinal, host::HostProviderContext::Options options) {
+    ProviderContextIdentity identity, int ordinal, mechanism::ProviderContext::Options options) {
   if (auto device = probe_cuda_device(ordinal); !device) return fail(device.error());
   if (const cudaError_t error = cudaSetDevice(ordinal); error != cudaSuccess) {
     (void)cudaGetLastError();
@@ -23,7 +23,7 @@ Expected<std::shared_ptr<CudaProviderContext>, std::string> CudaProviderContext:
 
 CudaProviderContext::~CudaProviderContext() {
   // Returns at once; the driver frees the stream when its work is done.
-  if (pins_.state() != host::HostProviderContext::State::kDeviceLost) {
+  if (pins_.state() != mechanism::ProviderContext::State::kDeviceLost) {
     (void)cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
   }
 }

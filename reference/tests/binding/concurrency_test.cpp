@@ -16,8 +16,9 @@
 #include <vector>
 
 #include "ortmem/deferred.hpp"
-#include "ortmem/host/host_deferred_queue.hpp"
-#include "ortmem/host/host_provider_context.hpp"
+#include "ortmem/mechanism/fenced_deferred_queue.hpp"
+#include "ortmem/mechanism/host_stream.hpp"
+#include "ortmem/mechanism/provider_context.hpp"
 #include "ortmem/owning_allocation.hpp"
 #include "support/binding_fixture.hpp"
 #include "support/requirements.hpp"
@@ -212,9 +213,9 @@ TEST_F(ConcurrencyTest, ABoundedQueueNeverExceedsItsCapacityUnderConcurrentEnque
   constexpr int kPerProducer = 60;
   const auto m = add();
   const auto binding = bind(m);
-  auto context = std::make_shared<host::HostProviderContext>(m.context.identity);
-  auto stream = std::make_shared<host::HostStream>();
-  host::HostDeferredReleaseQueue queue(context, stream, {.capacity = kCapacity});
+  auto context = std::make_shared<mechanism::ProviderContext>(m.context.identity);
+  auto stream = std::make_shared<mechanism::HostStream>();
+  mechanism::FencedDeferredQueue queue(context, stream, {.capacity = kCapacity});
 
   std::atomic<bool> producing{true};
   std::atomic<std::size_t> queued{0};
@@ -316,9 +317,9 @@ TEST_F(ConcurrencyTest, ChurnWhileAnotherThreadInvalidatesAndConfirmsKeepsEveryC
       auto binding = registry_.bind_registered(mechanism);
       if (!binding) continue;  // lost before we could bind: nothing allocated, nothing to check
       tally.binding = *binding;
-      auto pins = std::make_shared<host::HostProviderContext>(context.identity);
-      auto stream = std::make_shared<host::HostStream>();
-      host::HostDeferredReleaseQueue queue(pins, stream, {.capacity = 4});
+      auto pins = std::make_shared<mechanism::ProviderContext>(context.identity);
+      auto stream = std::make_shared<mechanism::HostStream>();
+      mechanism::FencedDeferredQueue queue(pins, stream, {.capacity = 4});
       std::vector<OwningAllocation> kept;
 
       for (int op = 0; op < kOperations; ++op) {

@@ -1,5 +1,5 @@
 // Deferred release through the reference host queue: fences, order, refusal, pins, device loss.
-#include "ortmem/host/host_deferred_queue.hpp"
+#include "ortmem/mechanism/fenced_deferred_queue.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "ortmem/deferred.hpp"
-#include "ortmem/host/host_provider_context.hpp"
-#include "ortmem/host/host_stream.hpp"
+#include "ortmem/mechanism/host_stream.hpp"
+#include "ortmem/mechanism/provider_context.hpp"
 #include "ortmem/owning_allocation.hpp"
 #include "ortmem/registry.hpp"
 #include "support/binding_fixture.hpp"
@@ -22,9 +22,9 @@
 namespace ortmem {
 namespace {
 
-using host::HostDeferredReleaseQueue;
-using host::HostProviderContext;
-using host::HostStream;
+using mechanism::FencedDeferredQueue;
+using mechanism::ProviderContext;
+using mechanism::HostStream;
 using testing::BindingTest;
 using testing::Counts;
 using testing::covers;
@@ -40,12 +40,12 @@ class DeferredQueueTest : public BindingTest {
   void SetUp() override {
     m_ = add();
     binding_.emplace(bind(m_));
-    context_ = std::make_shared<HostProviderContext>(m_.context.identity);
-    stream_ = std::make_shared<HostStream>();
+    context_ = std::make_shared<mechanism::ProviderContext>(m_.context.identity);
+    stream_ = std::make_shared<mechanism::HostStream>();
     queue_ = make_queue({});
   }
-  std::unique_ptr<HostDeferredReleaseQueue> make_queue(HostDeferredReleaseQueue::Options options) {
-    return std::make_unique<HostDeferredReleaseQueue>(context_, stream_, options);
+  std::unique_ptr<mechanism::FencedDeferredQueue> make_queue(mechanism::FencedDeferredQueue::Options options) {
+    return std::make_unique<mechanism::FencedDeferredQueue>(context_, stream_, options);
   }
   OwningAllocation owner(std::size_t bytes = 64) {
     auto created = binding_->allocate_owning(bytes, 8);
@@ -56,9 +56,9 @@ class DeferredQueueTest : public BindingTest {
 
   testing::Registered m_;
   std::optional<MemoryBinding> binding_;
-  std::shared_ptr<HostProviderContext> context_;
-  std::shared_ptr<HostStream> stream_;
-  std::unique_ptr<HostDeferredReleaseQueue> queue_;
+  std::shared_ptr<mechanism::ProviderContext> context_;
+  std::shared_ptr<mechanism::HostStream> stream_;
+  std::unique_ptr<mechanism::FencedDeferredQueue> queue_;
 };
 
 TEST_F(DeferredQueueTest, ARequestWaitsForTheFenceRecordedAtEnqueue) {
@@ -174,7 +174,7 @@ TEST_F(DeferredQueueTest, EnqueueNeverWaitsForTheDevice) {
 TEST_F(DeferredQueueTest, ARefusalHandsBackTheExactRequestForEveryRejection) {
   covers("DQ-005");
   auto other_source =
-      std::make_shared<HostProviderContext>(registry_.register_provider_context(DeviceKey::host())->identity);
+      std::make_shared<mechanism::ProviderContext>(registry_.register_provider_context(DeviceKey::host())->identity);
   auto full = make_queue({.capacity = 1});
   ASSERT_TRUE(full->enqueue(prepared(), *full->pin_context()));
   auto closed = make_queue({});
@@ -183,7 +183,7 @@ TEST_F(DeferredQueueTest, ARefusalHandsBackTheExactRequestForEveryRejection) {
   lost->mark_device_lost();
 
   struct Case {
-    HostDeferredReleaseQueue* queue;
+    mechanism::FencedDeferredQueue* queue;
     bool foreign_pin;
     Rejection expected;
   };
@@ -287,7 +287,7 @@ TEST_F(DeferredQueueTest, AQueuedRequestPinsItsContextUntilItSettles) {
   EXPECT_EQ(queue_->poll(), 2U) << "a retiring context still drains what it accepted";
   EXPECT_EQ(context_->outstanding_pins(), 0U);
   EXPECT_TRUE(context_->try_teardown());
-  EXPECT_EQ(context_->state(), HostProviderContext::State::kTerminated);
+  EXPECT_EQ(context_->state(), mechanism::ProviderContext::State::kTerminated);
   EXPECT_EQ(m_.allocator->release_calls(), 2U);
 }
 
@@ -358,7 +358,7 @@ TEST_F(DeferredQueueTest, PendingIsExactAndABoundedQueueStopsAtItsCapacity) {
 TEST_F(DeferredQueueTest, MarkDeviceLostSettlesPendingRequestsWithoutTheAllocatorAndPinsLastUntilSettled) {
   covers("DQ-012", "DQ-013");
   auto source = std::make_shared<testing::ObservingPinSource>(m_.context.identity);
-  HostDeferredReleaseQueue queue(source, stream_);
+  mechanism::FencedDeferredQueue queue(source, stream_);
   (void)stream_->submit();
   ASSERT_TRUE(owner(10).release_deferred(queue));
   ASSERT_TRUE(owner(20).release_deferred(queue));

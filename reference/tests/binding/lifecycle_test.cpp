@@ -8,8 +8,9 @@
 
 #include "ortmem/bound_capability.hpp"
 #include "ortmem/deferred.hpp"
-#include "ortmem/host/host_deferred_queue.hpp"
-#include "ortmem/host/host_provider_context.hpp"
+#include "ortmem/mechanism/fenced_deferred_queue.hpp"
+#include "ortmem/mechanism/host_stream.hpp"
+#include "ortmem/mechanism/provider_context.hpp"
 #include "ortmem/owning_allocation.hpp"
 #include "support/binding_fixture.hpp"
 #include "support/capability_allocator.hpp"
@@ -92,9 +93,9 @@ TEST_F(LifecycleTest, ARetiredMechanismStillReleasesWhatItAllocated) {
   covers("TEAR-003");
   const auto m = add();
   const auto binding = bind(m);
-  auto context = std::make_shared<host::HostProviderContext>(m.context.identity);
-  auto stream = std::make_shared<host::HostStream>();
-  host::HostDeferredReleaseQueue queue(context, stream);
+  auto context = std::make_shared<mechanism::ProviderContext>(m.context.identity);
+  auto stream = std::make_shared<mechanism::HostStream>();
+  mechanism::FencedDeferredQueue queue(context, stream);
   auto owner = binding.allocate_owning(64, 8);
   auto legacy = binding.allocate(32, 8);
   auto deferred = binding.allocate_owning(16, 8);
@@ -126,8 +127,8 @@ TEST_F(LifecycleTest, ADeviceLostMechanismRefusesEverythingAndIsNeverCalledAgain
   ASSERT_TRUE(owner && bound);
   auto view = bound->view(0, 64);
   ASSERT_TRUE(view);
-  auto pins = std::make_shared<host::HostProviderContext>(context.identity);
-  host::HostDeferredReleaseQueue queue(pins, std::make_shared<host::HostStream>());
+  auto pins = std::make_shared<mechanism::ProviderContext>(context.identity);
+  mechanism::FencedDeferredQueue queue(pins, std::make_shared<mechanism::HostStream>());
 
   ASSERT_TRUE(registry_.invalidate_device(DeviceKey::host(), "NVLink fatal"));
   const std::size_t allocator_calls = capability->allocator_calls();
@@ -240,8 +241,8 @@ TEST_F(LifecycleTest, InvalidateDeviceCallsNoProviderAndFreesNothing) {
   auto live = binding.allocate_owning(64, 8);
   ASSERT_TRUE(capable_owner && live);
   auto source = std::make_shared<testing::ObservingPinSource>(m.context.identity);
-  auto stream = std::make_shared<host::HostStream>();
-  host::HostDeferredReleaseQueue inner(source, stream);
+  auto stream = std::make_shared<mechanism::HostStream>();
+  mechanism::FencedDeferredQueue inner(source, stream);
   testing::RecordingQueue queue(inner);
   (void)stream->submit();
   ASSERT_TRUE(std::move(*binding.allocate_owning(32, 8)).release_deferred(queue));

@@ -13,8 +13,9 @@
 
 #include "ortmem/bound_capability.hpp"
 #include "ortmem/deferred.hpp"
-#include "ortmem/host/host_deferred_queue.hpp"
-#include "ortmem/host/host_provider_context.hpp"
+#include "ortmem/mechanism/fenced_deferred_queue.hpp"
+#include "ortmem/mechanism/host_stream.hpp"
+#include "ortmem/mechanism/provider_context.hpp"
 #include "ortmem/owning_allocation.hpp"
 #include "support/binding_fixture.hpp"
 #include "support/capability_allocator.hpp"
@@ -161,9 +162,9 @@ TEST_F(LockingTest, WaitsInsideDeviceWorkDoNotStallOtherThreads) {
   waiting.join();
 
   // The same while a queue executes a release that waits on the device.
-  auto context = std::make_shared<host::HostProviderContext>(m.context.identity);
-  auto stream = std::make_shared<host::HostStream>();
-  host::HostDeferredReleaseQueue queue(context, stream);
+  auto context = std::make_shared<mechanism::ProviderContext>(m.context.identity);
+  auto stream = std::make_shared<mechanism::HostStream>();
+  mechanism::FencedDeferredQueue queue(context, stream);
   ASSERT_TRUE(std::move(*binding.allocate_owning(16, 8)).release_deferred(queue));
   std::promise<void> executing;
   std::promise<void> finish;

@@ -10,8 +10,9 @@
 #include <utility>
 
 #include "ortmem/deferred.hpp"
-#include "ortmem/host/host_deferred_queue.hpp"
-#include "ortmem/host/host_provider_context.hpp"
+#include "ortmem/mechanism/fenced_deferred_queue.hpp"
+#include "ortmem/mechanism/host_stream.hpp"
+#include "ortmem/mechanism/provider_context.hpp"
 #include "ortmem/registry.hpp"
 #include "support/binding_fixture.hpp"
 #include "support/failing_new.hpp"
@@ -171,8 +172,8 @@ TEST_F(OwningReleaseTest, DroppingAnEnqueueErrorQuarantinesItsRequestAsAbandoned
   covers("OWN-003", "OWN-004");
   const auto m = add();
   const auto binding = bind(m);
-  auto context = std::make_shared<host::HostProviderContext>(m.context.identity);
-  host::HostDeferredReleaseQueue inner(context, std::make_shared<host::HostStream>());
+  auto context = std::make_shared<mechanism::ProviderContext>(m.context.identity);
+  mechanism::FencedDeferredQueue inner(context, std::make_shared<mechanism::HostStream>());
   testing::RecordingQueue queue(inner);
   inner.close();
 
@@ -204,8 +205,8 @@ TEST_F(OwningReleaseTest, DestructorsNeitherCallAWedgedAllocatorNorWait) {
   covers("OWN-004");
   const auto m = add();
   const auto binding = bind(m);
-  auto context = std::make_shared<host::HostProviderContext>(m.context.identity);
-  host::HostDeferredReleaseQueue inner(context, std::make_shared<host::HostStream>(), {.capacity = 0});
+  auto context = std::make_shared<mechanism::ProviderContext>(m.context.identity);
+  mechanism::FencedDeferredQueue inner(context, std::make_shared<mechanism::HostStream>(), {.capacity = 0});
   testing::RecordingQueue queue(inner);
   auto owner = binding.allocate_owning(16, 8);
   auto for_request = binding.allocate_owning(16, 8);
@@ -239,8 +240,8 @@ TEST_F(OwningReleaseTest, LiveViewsBlockReleaseAndTheOwnerComesBackUntouched) {
   covers("OWN-005", "OWN-007");
   const auto m = add();
   const auto binding = bind(m);
-  auto context = std::make_shared<host::HostProviderContext>(m.context.identity);
-  host::HostDeferredReleaseQueue queue(context, std::make_shared<host::HostStream>());
+  auto context = std::make_shared<mechanism::ProviderContext>(m.context.identity);
+  mechanism::FencedDeferredQueue queue(context, std::make_shared<mechanism::HostStream>());
   auto created = binding.allocate_owning(256, 32);
   ASSERT_TRUE(created);
   const AllocationIdentity identity = created->identity();

@@ -1,4 +1,4 @@
-// ortmem/cuda/cuda_event_fences.hpp: StreamFences over CUDA events.
+// ortmem/cuda/cuda_event_fences.hpp: mechanism::StreamFences over CUDA events.
 //
 // A fence is an event (timing disabled, so recording is cheap) recorded on
 // the stream; querying it is cudaEventQuery, which never blocks. Events are
@@ -10,11 +10,11 @@
 #include <mutex>
 #include <vector>
 
-#include "ortmem/cuda/stream_fences.hpp"
+#include "ortmem/mechanism/stream_fences.hpp"
 
 namespace ortmem::cuda {
 
-class CudaEventFences final : public StreamFences {
+class CudaEventFences final : public mechanism::StreamFences {
  public:
   // `stream` is a cudaStream_t (null: the legacy default stream) of device `ordinal`.
   CudaEventFences(int ordinal, void* stream) noexcept : ordinal_(ordinal), stream_(stream) {}
@@ -22,9 +22,9 @@ class CudaEventFences final : public StreamFences {
   CudaEventFences(const CudaEventFences&) = delete;
   CudaEventFences& operator=(const CudaEventFences&) = delete;
 
-  [[nodiscard]] Expected<FenceToken, std::string> record() noexcept override;
-  [[nodiscard]] FenceState query(FenceToken fence) noexcept override;
-  void discard(FenceToken fence) noexcept override;
+  [[nodiscard]] Expected<mechanism::FenceToken, std::string> record() noexcept override;
+  [[nodiscard]] mechanism::FenceState query(mechanism::FenceToken fence) noexcept override;
+  void discard(mechanism::FenceToken fence) noexcept override;
 
  private:
   const int ordinal_;

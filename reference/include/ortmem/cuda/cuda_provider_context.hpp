@@ -1,11 +1,10 @@
 // ortmem/cuda/cuda_provider_context.hpp: the reference provider context of
 // a CUDA device: the device, the stream its work runs on, and its pins.
 //
-// Pins follow exactly the host rules (accepting -> retiring -> device-lost ->
-// terminated, counted in one atomic word, capped, refused from retirement
-// on, teardown waiting for the last pin with a deadline): the counter is the
-// reference HostProviderContext's, because the rules do not depend on where
-// the memory lives. What is CUDA here is the stream, created on the device
+// Pins follow the mechanism layer's rules (accepting -> retiring ->
+// device-lost -> terminated, counted in one atomic word, capped, refused from
+// retirement on, teardown waiting for the last pin with a deadline): the
+// counter is a mechanism::ProviderContext. What is CUDA here is the stream, created on the device
 // and destroyed (without waiting) with the context.
 #pragma once
 
@@ -13,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "ortmem/host/host_provider_context.hpp"
+#include "ortmem/mechanism/provider_context.hpp"
 
 namespace ortmem::cuda {
 
@@ -21,7 +20,7 @@ class CudaProviderContext final : public ProviderContextPinSource {
  public:
   // Fails with the reason when the device cannot be used or has no stream to give.
   [[nodiscard]] static Expected<std::shared_ptr<CudaProviderContext>, std::string> create(
-      ProviderContextIdentity identity, int ordinal, host::HostProviderContext::Options options = {});
+      ProviderContextIdentity identity, int ordinal, mechanism::ProviderContext::Options options = {});
   ~CudaProviderContext() override;
   CudaProviderContext(const CudaProviderContext&) = delete;
   CudaProviderContext& operator=(const CudaProviderContext&) = delete;
@@ -33,20 +32,20 @@ class CudaProviderContext final : public ProviderContextPinSource {
   // The context's stream (a blocking cudaStream_t): work that uses memory runs here.
   [[nodiscard]] void* stream() const noexcept { return stream_; }
 
-  [[nodiscard]] host::HostProviderContext::State state() const noexcept { return pins_.state(); }
+  [[nodiscard]] mechanism::ProviderContext::State state() const noexcept { return pins_.state(); }
   [[nodiscard]] std::uint64_t outstanding_pins() const noexcept { return pins_.outstanding_pins(); }
   void begin_retirement() noexcept { pins_.begin_retirement(); }
   void mark_device_lost() noexcept { pins_.mark_device_lost(); }
-  [[nodiscard]] Expected<void, host::TeardownBusy> teardown(std::chrono::steady_clock::time_point deadline) noexcept {
+  [[nodiscard]] Expected<void, mechanism::TeardownBusy> teardown(std::chrono::steady_clock::time_point deadline) noexcept {
     return pins_.teardown(deadline);
   }
 
  private:
   CudaProviderContext(ProviderContextIdentity identity, int ordinal, void* stream,
-                      host::HostProviderContext::Options options)
+                      mechanism::ProviderContext::Options options)
       : pins_(identity, options), ordinal_(ordinal), stream_(stream) {}
 
-  host::HostProviderContext pins_;
+  mechanism::ProviderContext pins_;
   const int ordinal_;
   void* const stream_;
 };

@@ -20,7 +20,7 @@
 #include <string_view>
 
 #include "ortmem/expected.hpp"
-#include "ortmem/fault_plan.hpp"
+#include "ortmem/mechanism/fault_plan.hpp"
 
 namespace ortmem::cuda {
 
@@ -35,7 +35,7 @@ inline constexpr std::size_t kDriverCallKinds = 4;
 
 // Fails the Nth cuMemUnmap / cuMemRelease / cuMemMap / cuMemSetAccess of
 // every allocator that shares the plan.
-using DriverFaults = FaultPlan<DriverCall, kDriverCallKinds>;
+using DriverFaults = mechanism::FaultPlan<DriverCall, kDriverCallKinds>;
 
 struct DriverFault {
   std::string_view entry_point;  // "cuMemMap", ...

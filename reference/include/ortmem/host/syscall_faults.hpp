@@ -7,7 +7,7 @@
 #include <optional>
 #include <string_view>
 
-#include "ortmem/fault_plan.hpp"
+#include "ortmem/mechanism/fault_plan.hpp"
 
 namespace ortmem::host {
 
@@ -17,6 +17,6 @@ inline constexpr std::size_t kSyscallKinds = 4;
 [[nodiscard]] std::string_view syscall_name(Syscall kind) noexcept;
 [[nodiscard]] std::optional<Syscall> syscall_named(std::string_view name) noexcept;
 
-using SyscallFaults = FaultPlan<Syscall, kSyscallKinds>;
+using SyscallFaults = mechanism::FaultPlan<Syscall, kSyscallKinds>;
 
 }  // namespace ortmem::host

@@ -1,5 +1,5 @@
 // The reference host provider context against the PIN rules.
-#include "ortmem/host/host_provider_context.hpp"
+#include "ortmem/mechanism/provider_context.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,14 +13,14 @@
 
 #include "support/requirements.hpp"
 
-namespace ortmem::host {
+namespace ortmem::mechanism {
 namespace {
 
 using namespace std::chrono_literals;
 using testing::covers;
-using State = HostProviderContext::State;
+using State = ProviderContext::State;
 
-class HostProviderContextTest : public ::testing::Test {
+class ProviderContextTest : public ::testing::Test {
  protected:
   ProviderContextIdentity new_identity() { return *issuer_.issue<ProviderContextIdentity>(); }
   IdentityIssuer issuer_ = *IdentityIssuer::create();
@@ -30,10 +30,10 @@ std::chrono::steady_clock::time_point in(std::chrono::milliseconds delay) {
   return std::chrono::steady_clock::now() + delay;
 }
 
-TEST_F(HostProviderContextTest, SourceAndEveryPinNameTheSameContext) {
+TEST_F(ProviderContextTest, SourceAndEveryPinNameTheSameContext) {
   covers("PIN-001");
   const auto identity = new_identity();
-  HostProviderContext context(identity);
+  ProviderContext context(identity);
   EXPECT_EQ(context.context(), identity);
   auto first = context.pin();
   auto second = context.pin();
@@ -42,12 +42,12 @@ TEST_F(HostProviderContextTest, SourceAndEveryPinNameTheSameContext) {
   EXPECT_EQ(second->context(), identity);
 }
 
-TEST_F(HostProviderContextTest, DestroyingAPinReleasesExactlyItsClaim) {
+TEST_F(ProviderContextTest, DestroyingAPinReleasesExactlyItsClaim) {
   covers("PIN-002", "PIN-003");
   // A claim can be moved between holders but never duplicated.
   static_assert(!std::is_copy_constructible_v<ProviderContextPin>);
   static_assert(!std::is_copy_assignable_v<ProviderContextPin>);
-  HostProviderContext context(new_identity());
+  ProviderContext context(new_identity());
   {
     auto pin = context.pin();
     ASSERT_TRUE(pin);
@@ -63,10 +63,10 @@ TEST_F(HostProviderContextTest, DestroyingAPinReleasesExactlyItsClaim) {
   EXPECT_EQ(context.outstanding_pins(), 0U);
 }
 
-TEST_F(HostProviderContextTest, PinsAreRefusedOnceRetiringAndNeverGrantedAgain) {
+TEST_F(ProviderContextTest, PinsAreRefusedOnceRetiringAndNeverGrantedAgain) {
   covers("PIN-004", "PIN-010");
   const auto identity = new_identity();
-  HostProviderContext context(identity);
+  ProviderContext context(identity);
   auto held = context.pin();
   ASSERT_TRUE(held);
   context.begin_retirement();
@@ -84,9 +84,9 @@ TEST_F(HostProviderContextTest, PinsAreRefusedOnceRetiringAndNeverGrantedAgain) 
   EXPECT_FALSE(context.pin()) << "a terminated context granted a pin";
 }
 
-TEST_F(HostProviderContextTest, PinsAreRefusedAfterDeviceLossAndStatesNeverMoveBack) {
+TEST_F(ProviderContextTest, PinsAreRefusedAfterDeviceLossAndStatesNeverMoveBack) {
   covers("PIN-004");
-  HostProviderContext context(new_identity());
+  ProviderContext context(new_identity());
   context.mark_device_lost();
   context.begin_retirement();  // an earlier state: must not undo the loss
   EXPECT_EQ(context.state(), State::kDeviceLost);
@@ -95,10 +95,10 @@ TEST_F(HostProviderContextTest, PinsAreRefusedAfterDeviceLossAndStatesNeverMoveB
   EXPECT_EQ(refused.error().kind, ProviderContextPinError::Kind::kContextUnavailable);
 }
 
-TEST_F(HostProviderContextTest, OverflowIsRefusedNeverWrapped) {
+TEST_F(ProviderContextTest, OverflowIsRefusedNeverWrapped) {
   covers("PIN-005", "PIN-010");
   const auto identity = new_identity();
-  HostProviderContext context(identity, {.max_outstanding_pins = 3});
+  ProviderContext context(identity, {.max_outstanding_pins = 3});
   std::vector<ProviderContextPin> pins;
   for (int i = 0; i < 3; ++i) pins.push_back(*context.pin());
   auto refused = context.pin();
@@ -111,10 +111,10 @@ TEST_F(HostProviderContextTest, OverflowIsRefusedNeverWrapped) {
   EXPECT_TRUE(context.pin()) << "after one release there is room again";
 }
 
-TEST_F(HostProviderContextTest, TeardownReportsBusyWhileAPinIsOutstanding) {
+TEST_F(ProviderContextTest, TeardownReportsBusyWhileAPinIsOutstanding) {
   covers("PIN-006");
   const auto identity = new_identity();
-  HostProviderContext context(identity);
+  ProviderContext context(identity);
   auto pin = context.pin();
   ASSERT_TRUE(pin);
   auto busy = context.try_teardown();
@@ -129,9 +129,9 @@ TEST_F(HostProviderContextTest, TeardownReportsBusyWhileAPinIsOutstanding) {
   EXPECT_TRUE(context.try_teardown()) << "teardown is idempotent once terminated";
 }
 
-TEST_F(HostProviderContextTest, WaitingTeardownFinishesOnlyAfterTheLastPinIsReleased) {
+TEST_F(ProviderContextTest, WaitingTeardownFinishesOnlyAfterTheLastPinIsReleased) {
   covers("PIN-006", "PIN-007");
-  HostProviderContext context(new_identity());
+  ProviderContext context(new_identity());
   auto pin = context.pin();
   ASSERT_TRUE(pin);
   std::atomic<bool> released{false};
@@ -146,9 +146,9 @@ TEST_F(HostProviderContextTest, WaitingTeardownFinishesOnlyAfterTheLastPinIsRele
   holder.join();
 }
 
-TEST_F(HostProviderContextTest, TeardownFromAThreadHoldingAPinEndsAtItsDeadline) {
+TEST_F(ProviderContextTest, TeardownFromAThreadHoldingAPinEndsAtItsDeadline) {
   covers("PIN-008", "PIN-007");
-  HostProviderContext context(new_identity());
+  ProviderContext context(new_identity());
   auto pin = context.pin();
   ASSERT_TRUE(pin);
   const auto started = std::chrono::steady_clock::now();
@@ -158,10 +158,10 @@ TEST_F(HostProviderContextTest, TeardownFromAThreadHoldingAPinEndsAtItsDeadline)
   EXPECT_EQ(busy.error().outstanding_pins, 1U);
 }
 
-TEST_F(HostProviderContextTest, PinsMayOutliveTheContextObject) {
+TEST_F(ProviderContextTest, PinsMayOutliveTheContextObject) {
   covers("PIN-002");
   const auto identity = new_identity();
-  auto context = std::make_unique<HostProviderContext>(identity);
+  auto context = std::make_unique<ProviderContext>(identity);
   auto pin = context->pin();
   ASSERT_TRUE(pin);
   context.reset();
@@ -169,9 +169,9 @@ TEST_F(HostProviderContextTest, PinsMayOutliveTheContextObject) {
   pin->reset();  // frees the counter; asan reports a leak or a use after free otherwise
 }
 
-TEST_F(HostProviderContextTest, ConcurrentAcquireAndReleaseKeepAnExactCount) {
+TEST_F(ProviderContextTest, ConcurrentAcquireAndReleaseKeepAnExactCount) {
   covers("PIN-009");
-  HostProviderContext context(new_identity());
+  ProviderContext context(new_identity());
   constexpr int kThreads = 8;
   constexpr int kRounds = 20000;
   constexpr int kHeldPerThread = 5;
@@ -205,10 +205,10 @@ TEST_F(HostProviderContextTest, ConcurrentAcquireAndReleaseKeepAnExactCount) {
   EXPECT_EQ(context.outstanding_pins(), 0U);
 }
 
-TEST_F(HostProviderContextTest, ConcurrentTeardownNeverFinishesWithAPinAlive) {
+TEST_F(ProviderContextTest, ConcurrentTeardownNeverFinishesWithAPinAlive) {
   covers("PIN-006", "PIN-009", "PIN-004");
   for (int trial = 0; trial < 20; ++trial) {
-    HostProviderContext context(new_identity());
+    ProviderContext context(new_identity());
     std::atomic<int> alive{0};
     std::atomic<bool> granted_after_teardown{false};
     std::atomic<bool> torn_down{false};
@@ -237,4 +237,4 @@ TEST_F(HostProviderContextTest, ConcurrentTeardownNeverFinishesWithAPinAlive) {
 }
 
 }  // namespace
-}  // namespace ortmem::host
+}  // namespace ortmem::mechanism

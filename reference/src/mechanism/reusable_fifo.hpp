@@ -1,4 +1,4 @@
-// ortmem/detail/reusable_fifo.hpp (internal): the deferred queues' FIFO.
+// src/mechanism/reusable_fifo.hpp (internal): the fenced deferred queue's FIFO.
 //
 // A FIFO over one vector that keeps its storage. Why not std::deque: a queue
 // that drains about as fast as it fills walks a deque through memory, and with
@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-namespace ortmem::detail {
+namespace ortmem::mechanism::detail {
 
 template <class T>
 class ReusableFifo {
@@ -70,4 +70,4 @@ class ReusableFifo {
   std::size_t head_ = 0;  // items_[0, head_) were popped and are moved-from
 };
 
-}  // namespace ortmem::detail
+}  // namespace ortmem::mechanism::detail

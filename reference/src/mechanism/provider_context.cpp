@@ -1,16 +1,16 @@
-#include "ortmem/host/host_provider_context.hpp"
+#include "ortmem/mechanism/provider_context.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
 
-namespace ortmem::host {
+namespace ortmem::mechanism {
 
 // The state word: bits 62-63 the State, bit 61 "the context object still
 // exists", bits 0-60 the outstanding pin count. Keeping all three in one word
 // makes every decision (grant, refuse, free) a single atomic step.
-class HostProviderContext::Counter final : public PinAnchor {
+class ProviderContext::Counter final : public PinAnchor {
  public:
   static constexpr std::uint64_t kCountMask = kCounterCapacity;
   static constexpr std::uint64_t kOwnerBit = std::uint64_t{1} << 61;
@@ -121,44 +121,44 @@ std::string TeardownBusy::message() const {
          "retry (and never tear down from a thread that holds one of the context's pins)";
 }
 
-HostProviderContext::HostProviderContext(ProviderContextIdentity identity, Options options)
+ProviderContext::ProviderContext(ProviderContextIdentity identity, Options options)
     : counter_(new Counter(identity, options.max_outstanding_pins)) {
   counter_->mark_owned();
 }
 
-HostProviderContext::~HostProviderContext() { counter_->owner_gone(); }
+ProviderContext::~ProviderContext() { counter_->owner_gone(); }
 
-ProviderContextIdentity HostProviderContext::context() const noexcept { return counter_->context(); }
+ProviderContextIdentity ProviderContext::context() const noexcept { return counter_->context(); }
 
-Expected<ProviderContextPin, ProviderContextPinError> HostProviderContext::pin() noexcept {
+Expected<ProviderContextPin, ProviderContextPinError> ProviderContext::pin() noexcept {
   return counter_->acquire();
 }
 
-HostProviderContext::State HostProviderContext::state() const noexcept {
+ProviderContext::State ProviderContext::state() const noexcept {
   return Counter::state_of(counter_->load());
 }
 
-std::uint64_t HostProviderContext::outstanding_pins() const noexcept {
+std::uint64_t ProviderContext::outstanding_pins() const noexcept {
   return Counter::count_of(counter_->load());
 }
 
-void HostProviderContext::begin_retirement() noexcept { counter_->advance_to(State::kRetiring); }
+void ProviderContext::begin_retirement() noexcept { counter_->advance_to(State::kRetiring); }
 
-void HostProviderContext::mark_device_lost() noexcept { counter_->advance_to(State::kDeviceLost); }
+void ProviderContext::mark_device_lost() noexcept { counter_->advance_to(State::kDeviceLost); }
 
-Expected<void, TeardownBusy> HostProviderContext::teardown(
+Expected<void, TeardownBusy> ProviderContext::teardown(
     std::chrono::steady_clock::time_point deadline) noexcept {
   return counter_->teardown(deadline);
 }
 
-std::string_view state_name(HostProviderContext::State state) noexcept {
+std::string_view state_name(ProviderContext::State state) noexcept {
   switch (state) {
-    case HostProviderContext::State::kAccepting: return "accepting";
-    case HostProviderContext::State::kRetiring: return "retiring";
-    case HostProviderContext::State::kDeviceLost: return "device-lost";
-    case HostProviderContext::State::kTerminated: return "terminated";
+    case ProviderContext::State::kAccepting: return "accepting";
+    case ProviderContext::State::kRetiring: return "retiring";
+    case ProviderContext::State::kDeviceLost: return "device-lost";
+    case ProviderContext::State::kTerminated: return "terminated";
   }
   return "unknown";
 }
 
-}  // namespace ortmem::host
+}  // namespace ortmem::mechanism

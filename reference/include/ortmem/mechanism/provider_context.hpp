@@ -1,5 +1,6 @@
-// ortmem/host/host_provider_context.hpp: the reference provider context and
-// its pin source.
+// ortmem/mechanism/provider_context.hpp: the pin-counting provider context
+// every reference mechanism uses (host and CUDA alike: the rules do not
+// depend on where the memory lives), and its pin source.
 //
 // The context moves one way through its states:
 //   accepting -> retiring -> device-lost -> terminated
@@ -31,7 +32,7 @@
 
 #include "ortmem/context_pin.hpp"
 
-namespace ortmem::host {
+namespace ortmem::mechanism {
 
 struct TeardownBusy {
   ProviderContextIdentity context;
@@ -39,7 +40,7 @@ struct TeardownBusy {
   [[nodiscard]] std::string message() const;
 };
 
-class HostProviderContext final : public ProviderContextPinSource {
+class ProviderContext final : public ProviderContextPinSource {
  public:
   enum class State : std::uint8_t { kAccepting = 0, kRetiring = 1, kDeviceLost = 2, kTerminated = 3 };
 
@@ -51,11 +52,11 @@ class HostProviderContext final : public ProviderContextPinSource {
     std::uint64_t max_outstanding_pins = kCounterCapacity;
   };
 
-  explicit HostProviderContext(ProviderContextIdentity identity) : HostProviderContext(identity, Options{}) {}
-  HostProviderContext(ProviderContextIdentity identity, Options options);
-  ~HostProviderContext() override;
-  HostProviderContext(const HostProviderContext&) = delete;
-  HostProviderContext& operator=(const HostProviderContext&) = delete;
+  explicit ProviderContext(ProviderContextIdentity identity) : ProviderContext(identity, Options{}) {}
+  ProviderContext(ProviderContextIdentity identity, Options options);
+  ~ProviderContext() override;
+  ProviderContext(const ProviderContext&) = delete;
+  ProviderContext& operator=(const ProviderContext&) = delete;
 
   [[nodiscard]] ProviderContextIdentity context() const noexcept override;
   [[nodiscard]] Expected<ProviderContextPin, ProviderContextPinError> pin() noexcept override;
@@ -83,6 +84,6 @@ class HostProviderContext final : public ProviderContextPinSource {
   Counter* counter_;  // shared with outstanding pins; see the header comment
 };
 
-[[nodiscard]] std::string_view state_name(HostProviderContext::State state) noexcept;
+[[nodiscard]] std::string_view state_name(ProviderContext::State state) noexcept;
 
-}  // namespace ortmem::host
+}  // namespace ortmem::mechanism

@@ -1,9 +1,9 @@
-#include "ortmem/vmm/byte_range_set.hpp"
+#include "ortmem/mechanism/vmm/byte_range_set.hpp"
 
 #include <algorithm>
 #include <iterator>
 
-namespace ortmem::vmm {
+namespace ortmem::mechanism::vmm {
 
 void ByteRangeSet::add(std::size_t begin, std::size_t end) {
   if (begin >= end) return;
@@ -44,4 +44,4 @@ bool ByteRangeSet::intersects(std::size_t begin, std::size_t end) const {
   return it != ranges_.end() && it->first < end;
 }
 
-}  // namespace ortmem::vmm
+}  // namespace ortmem::mechanism::vmm

@@ -1,9 +1,11 @@
-// The event-fenced queue's own paths, with host-stream fences (a test double
+// The fenced queue's event paths, with fault-injecting fences (a test double
 // of CUDA events): what a device does only when it fails — an event that
-// cannot be recorded, a fence the device reports broken — and polling under
-// contention. Ordering and refusal rules are certified by the kit's deferred
-// suite through the cuda-vmm-simulated adapter.
-#include "ortmem/cuda/cuda_deferred_queue.hpp"
+// cannot be recorded, a fence the device reports broken — which fences go
+// back, and polling under contention. Ordering and refusal rules are
+// certified by the kit's deferred suite through the host adapters (fences on
+// a host stream) and cuda-vmm-simulated (these fences).
+#include "ortmem/mechanism/fenced_deferred_queue.hpp"
+#include "ortmem/mechanism/host_stream.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,12 +15,12 @@
 #include <thread>
 #include <vector>
 
-#include "ortmem/cuda/testing/host_stream_fences.hpp"
-#include "ortmem/host/host_provider_context.hpp"
+#include "ortmem/mechanism/provider_context.hpp"
+#include "ortmem/mechanism/testing/fault_injecting_fences.hpp"
 #include "support/binding_fixture.hpp"
 #include "support/requirements.hpp"
 
-namespace ortmem::cuda {
+namespace ortmem::mechanism {
 namespace {
 
 using ortmem::testing::BindingTest;
@@ -27,13 +29,13 @@ using ortmem::testing::covers;
 using ortmem::testing::has_counts;
 using State = AllocationReleaseState;
 
-class CudaDeferredQueueTest : public BindingTest {
+class FencedDeferredQueueTest : public BindingTest {
  protected:
   void SetUp() override {
     m_ = add();
     binding_.emplace(bind(m_));
-    context_ = std::make_shared<host::HostProviderContext>(m_.context.identity);
-    queue_ = std::make_unique<CudaDeferredReleaseQueue>(context_, fences_);
+    context_ = std::make_shared<ProviderContext>(m_.context.identity);
+    queue_ = std::make_unique<FencedDeferredQueue>(context_, fences_);
   }
   OwningAllocation owner() {
     auto created = binding_->allocate_owning(64, 8);
@@ -43,13 +45,13 @@ class CudaDeferredQueueTest : public BindingTest {
 
   ortmem::testing::Registered m_;
   std::optional<MemoryBinding> binding_;
-  std::shared_ptr<host::HostProviderContext> context_;
-  std::shared_ptr<host::HostStream> stream_ = std::make_shared<host::HostStream>();
-  std::shared_ptr<testing::HostStreamFences> fences_ = std::make_shared<testing::HostStreamFences>(stream_);
-  std::unique_ptr<CudaDeferredReleaseQueue> queue_;
+  std::shared_ptr<ProviderContext> context_;
+  std::shared_ptr<HostStream> stream_ = std::make_shared<HostStream>();
+  std::shared_ptr<testing::FaultInjectingFences> fences_ = std::make_shared<testing::FaultInjectingFences>(stream_);
+  std::unique_ptr<FencedDeferredQueue> queue_;
 };
 
-TEST_F(CudaDeferredQueueTest, AFenceThatCannotBeRecordedHandsTheRequestBackRefused) {
+TEST_F(FencedDeferredQueueTest, AFenceThatCannotBeRecordedHandsTheRequestBackRefused) {
   covers("DQ-005", "DQ-007");
   fences_->refuse_records(true);
   auto disposition = owner().release_deferred(*queue_);
@@ -61,7 +63,7 @@ TEST_F(CudaDeferredQueueTest, AFenceThatCannotBeRecordedHandsTheRequestBackRefus
   EXPECT_EQ(context_->outstanding_pins(), 0U) << "the refused request's pin was kept";
 }
 
-TEST_F(CudaDeferredQueueTest, ABrokenFenceSettlesEverythingAsDeviceLostWithoutTheAllocator) {
+TEST_F(FencedDeferredQueueTest, ABrokenFenceSettlesEverythingAsDeviceLostWithoutTheAllocator) {
   covers("DQ-012", "DQ-013");
   (void)stream_->submit();
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(owner().release_deferred(*queue_));
@@ -82,7 +84,7 @@ TEST_F(CudaDeferredQueueTest, ABrokenFenceSettlesEverythingAsDeviceLostWithoutTh
   EXPECT_EQ(after->rejection(), DeferredEnqueueRejection::kDeviceLost);
 }
 
-TEST_F(CudaDeferredQueueTest, PassedFencesAreDiscardedAndPendingOnesAreOnlyQueried) {
+TEST_F(FencedDeferredQueueTest, PassedFencesAreDiscardedAndPendingOnesAreOnlyQueried) {
   covers("DQ-001", "DQ-004");
   const std::uint64_t first = stream_->submit();
   ASSERT_TRUE(owner().release_deferred(*queue_));
@@ -99,7 +101,7 @@ TEST_F(CudaDeferredQueueTest, PassedFencesAreDiscardedAndPendingOnesAreOnlyQueri
   EXPECT_TRUE(has_counts(snapshot(m_), Counts{}));
 }
 
-TEST_F(CudaDeferredQueueTest, ADestroyedQueueAbandonsItsRequestsAndReturnsTheirFences) {
+TEST_F(FencedDeferredQueueTest, ADestroyedQueueAbandonsItsRequestsAndReturnsTheirFences) {
   covers("DQ-013");
   (void)stream_->submit();
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(owner().release_deferred(*queue_));
@@ -110,7 +112,7 @@ TEST_F(CudaDeferredQueueTest, ADestroyedQueueAbandonsItsRequestsAndReturnsTheirF
   EXPECT_EQ(snapshot(m_).quarantined_allocations, 2U);
 }
 
-TEST_F(CudaDeferredQueueTest, ConcurrentEnqueueAndPollRunEachRequestOnce) {
+TEST_F(FencedDeferredQueueTest, ConcurrentEnqueueAndPollRunEachRequestOnce) {
   covers("DQ-002", "DQ-011");
   constexpr int kPerThread = 200;
   std::atomic<bool> done{false};
@@ -142,4 +144,4 @@ TEST_F(CudaDeferredQueueTest, ConcurrentEnqueueAndPollRunEachRequestOnce) {
 }
 
 }  // namespace
-}  // namespace ortmem::cuda
+}  // namespace ortmem::mechanism

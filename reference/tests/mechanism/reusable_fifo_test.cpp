@@ -1,13 +1,13 @@
 // The deferred queues' FIFO: order, reuse of its storage, compaction, and
 // entries that cannot be copied.
-#include "ortmem/detail/reusable_fifo.hpp"
+#include "mechanism/reusable_fifo.hpp"
 
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <vector>
 
-namespace ortmem::detail {
+namespace ortmem::mechanism::detail {
 namespace {
 
 std::vector<int> contents(ReusableFifo<std::unique_ptr<int>>& fifo) {
@@ -66,4 +66,4 @@ TEST(ReusableFifo, SwapHandsOverOnlyTheLiveEntries) {
 }
 
 }  // namespace
-}  // namespace ortmem::detail
+}  // namespace ortmem::mechanism::detail

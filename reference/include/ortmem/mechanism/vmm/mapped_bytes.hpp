@@ -1,4 +1,4 @@
-// ortmem/vmm/mapped_bytes.hpp: what committing would map, stated before it
+// ortmem/mechanism/vmm/mapped_bytes.hpp: what committing would map, stated before it
 // happens (VirtualBacking's estimates), for any granule-mapping mechanism.
 //
 // Estimates count granules, not bytes: a commit maps whole granules, and two
@@ -12,7 +12,7 @@
 #include "ortmem/capability.hpp"
 #include "ortmem/device.hpp"
 
-namespace ortmem::vmm {
+namespace ortmem::mechanism::vmm {
 
 // Bytes mapped by committing a whole allocation of `bytes` at `align`.
 [[nodiscard]] Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(std::size_t bytes, std::size_t align,
@@ -21,4 +21,4 @@ namespace ortmem::vmm {
 [[nodiscard]] Expected<std::uint64_t, MemoryError> mapped_bytes_for_ranges(std::span<const AllocationCommitRange> ranges,
                                                                          std::size_t granularity, Tier tier);
 
-}  // namespace ortmem::vmm
+}  // namespace ortmem::mechanism::vmm

@@ -1,4 +1,4 @@
-// ortmem/cuda/stream_fences.hpp: fences on a stream, as the deferred
+// ortmem/mechanism/stream_fences.hpp: fences on a stream, as the deferred
 // release queue sees them.
 //
 // record() marks "everything submitted to the stream so far"; query() says,
@@ -13,7 +13,7 @@
 
 #include "ortmem/expected.hpp"
 
-namespace ortmem::cuda {
+namespace ortmem::mechanism {
 
 using FenceToken = std::uint64_t;
 
@@ -32,6 +32,11 @@ class StreamFences {
   [[nodiscard]] virtual FenceState query(FenceToken fence) noexcept = 0;
   // The fence is no longer needed (passed, or its request settled otherwise).
   virtual void discard(FenceToken fence) noexcept = 0;
+  // True when record() and query() are a few atomic operations that never
+  // block and never call out (a host stream): a queue may then make them
+  // under its own lock, and accept or execute a request with one lock. Events
+  // are driver calls, made outside any lock (the default).
+  [[nodiscard]] virtual bool callable_under_lock() const noexcept { return false; }
 };
 
-}  // namespace ortmem::cuda
+}  // namespace ortmem::mechanism

@@ -1,25 +1,28 @@
-// ortmem/cuda/testing/host_stream_fences.hpp: a TEST DOUBLE of CUDA events:
-// StreamFences over a HostStream, so the event-fenced queue runs, and is
-// certified by the kit, on machines with no GPU.
+// ortmem/mechanism/testing/fault_injecting_fences.hpp: a TEST DOUBLE of CUDA
+// events: StreamFences over a HostStream that can be made to fail, so the
+// event-fenced paths of a FencedDeferredQueue run, and are certified by the
+// kit, on machines with no GPU.
 //
 // A fence is the stream's last submitted ticket and passes when the stream
 // completes through it, as an event recorded on a CUDA stream does. Two
 // switches produce what a real device produces only by failing: refuse the
 // next records (an event that cannot be recorded) and break every fence (a
-// device that reports an error instead of completing). Thread-safe.
+// device that reports an error instead of completing). Counts every record,
+// query and discard, so a test can tell which fences went back. Thread-safe.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <string>
 
-#include "ortmem/cuda/stream_fences.hpp"
-#include "ortmem/host/host_stream.hpp"
+#include "ortmem/mechanism/host_stream.hpp"
+#include "ortmem/mechanism/stream_fences.hpp"
 
-namespace ortmem::cuda::testing {
+namespace ortmem::mechanism::testing {
 
-class HostStreamFences final : public StreamFences {
+class FaultInjectingFences final : public StreamFences {
  public:
-  explicit HostStreamFences(std::shared_ptr<host::HostStream> stream) : stream_(std::move(stream)) {}
+  explicit FaultInjectingFences(std::shared_ptr<HostStream> stream) : stream_(std::move(stream)) {}
 
   Expected<FenceToken, std::string> record() noexcept override {
     if (refuse_records_.load(std::memory_order_acquire)) return fail(std::string("record refused (test double)"));
@@ -29,7 +32,7 @@ class HostStreamFences final : public StreamFences {
   FenceState query(FenceToken fence) noexcept override {
     queries_.fetch_add(1, std::memory_order_relaxed);
     if (broken_.load(std::memory_order_acquire)) return FenceState::kBroken;
-    return stream_->completed() >= fence ? FenceState::kPassed : FenceState::kPending;
+    return stream_->query(fence);
   }
   void discard(FenceToken) noexcept override { discarded_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -40,7 +43,7 @@ class HostStreamFences final : public StreamFences {
   [[nodiscard]] std::uint64_t discarded() const noexcept { return discarded_.load(std::memory_order_relaxed); }
 
  private:
-  const std::shared_ptr<host::HostStream> stream_;
+  const std::shared_ptr<HostStream> stream_;
   std::atomic<bool> refuse_records_{false};
   std::atomic<bool> broken_{false};
   std::atomic<std::uint64_t> recorded_{0};
@@ -48,4 +51,4 @@ class HostStreamFences final : public StreamFences {
   std::atomic<std::uint64_t> discarded_{0};
 };
 
-}  // namespace ortmem::cuda::testing
+}  // namespace ortmem::mechanism::testing

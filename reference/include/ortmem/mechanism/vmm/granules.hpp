@@ -1,4 +1,4 @@
-// ortmem/vmm/granules.hpp: the arithmetic every virtual-backing mechanism
+// ortmem/mechanism/vmm/granules.hpp: the arithmetic every virtual-backing mechanism
 // shares, kept apart from any driver so it is tested on any machine.
 //
 // Physical memory is mapped in granules (a page on the host, the driver's
@@ -13,7 +13,7 @@
 #include <optional>
 #include <vector>
 
-namespace ortmem::vmm {
+namespace ortmem::mechanism::vmm {
 
 // `value` rounded up to a multiple of `unit` (a power of two); nothing on overflow.
 [[nodiscard]] constexpr std::optional<std::size_t> round_up(std::size_t value, std::size_t unit) noexcept {
@@ -54,4 +54,4 @@ template <class Predicate>
   return runs;
 }
 
-}  // namespace ortmem::vmm
+}  // namespace ortmem::mechanism::vmm

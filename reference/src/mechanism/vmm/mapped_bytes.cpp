@@ -1,4 +1,4 @@
-#include "ortmem/vmm/mapped_bytes.hpp"
+#include "ortmem/mechanism/vmm/mapped_bytes.hpp"
 
 #include <algorithm>
 #include <map>
@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "ortmem/allocator.hpp"
-#include "ortmem/vmm/granules.hpp"
+#include "ortmem/mechanism/vmm/granules.hpp"
 
-namespace ortmem::vmm {
+namespace ortmem::mechanism::vmm {
 
 Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(std::size_t bytes, std::size_t align,
                                                                  std::size_t granularity, Tier tier) {
@@ -46,4 +46,4 @@ Expected<std::uint64_t, MemoryError> mapped_bytes_for_ranges(std::span<const All
   }
 }
 
-}  // namespace ortmem::vmm
+}  // namespace ortmem::mechanism::vmm

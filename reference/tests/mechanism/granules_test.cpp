@@ -1,16 +1,16 @@
 // Granule arithmetic and committed byte ranges: what every virtual-backing
 // mechanism (host mmap, CUDA VMM) computes before it calls the system.
-#include "ortmem/vmm/granules.hpp"
+#include "ortmem/mechanism/vmm/granules.hpp"
 
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
-#include "ortmem/vmm/byte_range_set.hpp"
-#include "ortmem/vmm/mapped_bytes.hpp"
+#include "ortmem/mechanism/vmm/byte_range_set.hpp"
+#include "ortmem/mechanism/vmm/mapped_bytes.hpp"
 
-namespace ortmem::vmm {
+namespace ortmem::mechanism::vmm {
 namespace {
 
 constexpr std::size_t kGranule = std::size_t{2} << 20;
@@ -125,4 +125,4 @@ TEST(MappedBytes, EachGranuleIsCountedOnceAndBadRangesAreRefused) {
 }
 
 }  // namespace
-}  // namespace ortmem::vmm
+}  // namespace ortmem::mechanism::vmm

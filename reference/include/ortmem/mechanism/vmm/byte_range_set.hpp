@@ -1,4 +1,4 @@
-// ortmem/vmm/byte_range_set.hpp: the bytes of one allocation a caller has
+// ortmem/mechanism/vmm/byte_range_set.hpp: the bytes of one allocation a caller has
 // committed, as disjoint half-open ranges.
 //
 // Virtual-backing allocators map whole granules but callers commit bytes.
@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <map>
 
-namespace ortmem::vmm {
+namespace ortmem::mechanism::vmm {
 
 class ByteRangeSet {
  public:
@@ -29,4 +29,4 @@ class ByteRangeSet {
   std::map<std::size_t, std::size_t> ranges_;  // begin -> end, disjoint and not touching
 };
 
-}  // namespace ortmem::vmm
+}  // namespace ortmem::mechanism::vmm

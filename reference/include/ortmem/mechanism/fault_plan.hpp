@@ -1,4 +1,4 @@
-// ortmem/fault_plan.hpp: a plan that makes the Nth call of a kind fail, so
+// ortmem/mechanism/fault_plan.hpp: a plan that makes the Nth call of a kind fail, so
 // partial failures can be tested deterministically.
 //
 // A mechanism routes each fallible call of a kind (a system call, a driver
@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace ortmem {
+namespace ortmem::mechanism {
 
 template <class Kind, std::size_t kKinds>
 class FaultPlan {
@@ -42,4 +42,4 @@ class FaultPlan {
   std::array<Slot, kKinds> slots_;
 };
 
-}  // namespace ortmem
+}  // namespace ortmem::mechanism

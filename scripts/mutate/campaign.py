@@ -16,10 +16,13 @@ build failure when it does not compile (never a kill), survived when every
 adapter certifies it conformant. Results are kept per mutant in
 reports/mutation/results.jsonl, appended as each mutant ends (so an
 interrupted campaign resumes where it stopped), under a key of the mutated
-file's text and of the checks' sources (CHECKS). A result is current when
-both match, carried when only the file's text does (the checks changed since
-it was judged), and void when the file changed (the mutant may not exist any
-more). Summaries count current and carried results, with the carried ones in
+file's code and of the checks' sources (CHECKS), each read as C++ tokens
+(code_digest: a reformat or an edited comment keeps every result). A result
+is current when both match, carried when only the file's code does (the
+checks changed since it was judged), and void when the file's code changed
+(the mutant may not exist any more). A result carried across a move
+(`carried_from` names the id and file it was judged as) has `moved` for its
+checks part: it counts as carried, and --full judges it again. Summaries count current and carried results, with the carried ones in
 a column of their own; --full runs the mutants without a result first, then
 the carried survivors (the results a stronger check can change), then the
 other carried results. Equivalent mutants are listed, each with its reason,
@@ -54,7 +57,7 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))
-from mutate import generate, scratch  # noqa: E402
+from mutate import generate, scratch, tokens  # noqa: E402
 
 RESULTS = ROOT / "reports" / "mutation"
 SCOPE = json.loads((HERE / "scope.json").read_text())
@@ -91,8 +94,20 @@ def log(message):
 def checks_hash(files):
     digest = hashlib.sha256()
     for path in sorted(p for p in files if any(p == c or p.startswith(c + "/") for c in CHECKS)):
-        digest.update(path.encode() + b"\0" + (ROOT / path).read_bytes())
+        digest.update(path.encode() + b"\0" + code_of(path))
     return digest.hexdigest()[:16]
+
+
+CXX_SUFFIXES = (".cpp", ".hpp", ".h", ".c", ".cc")
+
+
+def code_of(path):
+    """A C++ file's tokens, comments and layout left out, so that a reformat
+    or a comment changes no result's key; any other file byte for byte."""
+    data = (ROOT / path).read_bytes()
+    if not path.endswith(CXX_SUFFIXES):
+        return data
+    return "\x1f".join(spelling for spelling, _, _ in tokens.tokenize(data.decode())).encode()
 
 
 def in_scope(files):
@@ -129,12 +144,19 @@ def all_mutants(compile_commands, files, save):
 
 @functools.cache
 def file_hash(path):
+    """The file's text, byte for byte: the mutant cache's key, because a
+    mutant is located by offsets into that text."""
     return hashlib.sha256((ROOT / path).read_bytes()).hexdigest()[:16]
+
+
+@functools.cache
+def code_digest(path):
+    return hashlib.sha256(code_of(path)).hexdigest()[:16]
 
 
 def result_key(mutant, checks):
     judge = "-tsan" if mutant["operator"] == RACE_OPERATOR else ""
-    return file_hash(mutant["file"]) + "-" + checks + judge
+    return code_digest(mutant["file"]) + "-" + checks + judge
 
 
 def standing(mutant, results, key_of):

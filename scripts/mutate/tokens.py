@@ -16,7 +16,7 @@ _PUNCTUATORS = sorted("""
 """.split(), key=len, reverse=True)
 _TOKEN = re.compile(
     r"""
-    (?P<space>\s+)
+    (?P<space>(?:\s|\\\n)+)  # a line splice (backslash, newline) is layout too
   | (?P<comment>//[^\n]*|/\*.*?\*/)
   | (?P<raw>R"(?P<delim>[^(\s]*)\(.*?\)(?P=delim)")
   | (?P<string>(?:u8|u|U|L)?"(?:\\.|[^"\\\n])*")

@@ -65,7 +65,7 @@ struct CudaVirtualAllocator::Region {
   std::size_t bytes = 0;
   std::size_t align = 0;
   std::vector<Slot> slots;      // covers round_up(max(bytes, 1), granularity)
-  mechanism::vmm::ByteRangeSet committed;  // the bytes the caller committed
+  vmm::ByteRangeSet committed;  // the bytes the caller committed
   // Handles unmapped from this region that could be neither remapped nor
   // released: still owned, never reused. Their presence makes release quarantine.
   std::vector<PhysicalHandle> stranded;
@@ -185,8 +185,8 @@ Expected<void*, MemoryError> CudaVirtualAllocator::reserve(std::size_t bytes, st
   }
   // The reservation is aligned to the larger of the two, so a size that
   // overflows when rounded up to either is a bad request, not a driver's refusal.
-  const auto span = mechanism::vmm::round_up(std::max<std::size_t>(bytes, 1), granularity_);
-  if (!span || !mechanism::vmm::round_up(*span, std::max(align, granularity_))) {
+  const auto span = vmm::round_up(std::max<std::size_t>(bytes, 1), granularity_);
+  if (!span || !vmm::round_up(*span, std::max(align, granularity_))) {
     return fail(invalid(bytes, "the size overflows when rounded up to whole granules of " +
                                    std::to_string(std::max(align, granularity_)) + " bytes"));
   }
@@ -206,7 +206,7 @@ Expected<void, MemoryError> CudaVirtualAllocator::commit_locked(Region& region, 
     return fail(invalid(bytes, "range " + std::to_string(offset) + "+" + std::to_string(bytes) +
                                    " lies outside the allocation of " + std::to_string(region.bytes) + " bytes"));
   }
-  const mechanism::vmm::GranuleSpan span = mechanism::vmm::granules_holding(offset, bytes, granularity_);
+  const vmm::GranuleSpan span = vmm::granules_holding(offset, bytes, granularity_);
   for (std::size_t g = span.first; g < span.end(); ++g) {
     if (region.slots[g].state == Granule::kShared) {
       return fail(invalid(bytes, "the range overlaps a read-only shared prefix mapping"));
@@ -319,11 +319,11 @@ Expected<std::uint64_t, MemoryError> CudaVirtualAllocator::decommit_allocation_r
                                      " lies outside the allocation of " + std::to_string(region->bytes) + " bytes"));
     }
     if (bytes == 0) return std::uint64_t{0};
-    mechanism::vmm::ByteRangeSet remaining = region->committed;
+    vmm::ByteRangeSet remaining = region->committed;
     remaining.remove(offset, offset + bytes);
     // Only granules that no longer hold any committed byte are unmapped.
     std::vector<std::size_t> victims;
-    const mechanism::vmm::GranuleSpan span = mechanism::vmm::granules_holding(offset, bytes, granularity_);
+    const vmm::GranuleSpan span = vmm::granules_holding(offset, bytes, granularity_);
     for (std::size_t g = span.first; g < span.end(); ++g) {
       if (region->slots[g].state != Granule::kCommitted) continue;
       if (!remaining.intersects(g * granularity_, (g + 1) * granularity_)) victims.push_back(g);
@@ -367,12 +367,12 @@ Expected<std::uint64_t, MemoryError> CudaVirtualAllocator::decommit_allocation_r
 
 Expected<std::uint64_t, MemoryError> CudaVirtualAllocator::mapped_bytes_for_allocation(std::size_t bytes,
                                                                                        std::size_t align) const noexcept {
-  return mechanism::vmm::mapped_bytes_for_allocation(bytes, align, granularity_, device_.tier);
+  return vmm::mapped_bytes_for_allocation(bytes, align, granularity_, device_.tier);
 }
 
 Expected<std::uint64_t, MemoryError> CudaVirtualAllocator::mapped_bytes_for_allocation_ranges(
     std::span<const AllocationCommitRange> ranges) const noexcept {
-  return mechanism::vmm::mapped_bytes_for_ranges(ranges, granularity_, device_.tier);
+  return vmm::mapped_bytes_for_ranges(ranges, granularity_, device_.tier);
 }
 
 std::size_t CudaVirtualAllocator::allocation_committed_bytes(void* ptr, std::size_t allocation_bytes,
@@ -387,10 +387,10 @@ std::size_t CudaVirtualAllocator::allocation_committed_bytes(void* ptr, std::siz
 
 AllocationReleaseOutcome CudaVirtualAllocator::release_locked(Region& region) {
   const auto mapped = [&](std::size_t g) { return region.slots[g].state != Granule::kUnmapped; };
-  const auto runs = mechanism::vmm::contiguous_runs(region.slots.size(), mapped);
+  const auto runs = vmm::contiguous_runs(region.slots.size(), mapped);
   std::uint64_t unmapped = 0;
   std::uint64_t still_mapped = 0;
-  for (const mechanism::vmm::GranuleSpan run : runs) still_mapped += run.count * granularity_;
+  for (const vmm::GranuleSpan run : runs) still_mapped += run.count * granularity_;
   const auto quarantine = [&](AllocationReleaseState state, std::uint64_t retained) {
     region.retired = true;  // never live again, never reissued
     return AllocationReleaseOutcome::quarantined(
@@ -399,7 +399,7 @@ AllocationReleaseOutcome CudaVirtualAllocator::release_locked(Region& region) {
   };
   const auto stranded_bytes = [&] { return static_cast<std::uint64_t>(region.stranded.size() * granularity_); };
 
-  for (const mechanism::vmm::GranuleSpan run : runs) {
+  for (const vmm::GranuleSpan run : runs) {
     const std::size_t run_bytes = run.count * granularity_;
     if (!unmap(region.granule_address(run.first, granularity_), run_bytes)) {
       // The failed run is untouched: still mapped, still owned.
@@ -444,7 +444,7 @@ void CudaVirtualAllocator::deallocate(void* ptr, std::size_t bytes, std::size_t 
 Expected<std::unique_ptr<SharedDevicePrefix>, MemoryError> CudaVirtualAllocator::create_shared_prefix(
     std::size_t bytes) noexcept {
   if (bytes == 0) return fail(invalid(0, "a shared prefix of zero bytes shares nothing"));
-  const auto span = mechanism::vmm::round_up(bytes, granularity_);
+  const auto span = vmm::round_up(bytes, granularity_);
   if (!span) return fail(invalid(bytes, "the size overflows when rounded up to whole granules"));
   try {
     // Built up step by step; on any failure the memory's destructor undoes

@@ -13,7 +13,7 @@
 
 namespace ortmem::host {
 
-using mechanism::vmm::round_up;
+using vmm::round_up;
 
 std::string_view syscall_name(Syscall kind) noexcept {
   switch (kind) {
@@ -71,7 +71,7 @@ struct HostVirtualAllocator::Region {
   std::size_t bytes;
   std::size_t align;
   std::vector<Granule> granules;          // covers round_up(max(bytes, 1), granularity)
-  mechanism::vmm::ByteRangeSet committed;  // the bytes the caller committed
+  vmm::ByteRangeSet committed;  // the bytes the caller committed
   std::vector<std::shared_ptr<PrefixMemory>> prefixes;  // one per shared mapping into this region
   bool retired = false;  // release failed part way: kept reserved, never live again
 };
@@ -315,12 +315,12 @@ Expected<std::uint64_t, MemoryError> HostVirtualAllocator::decommit_allocation_r
 
 Expected<std::uint64_t, MemoryError> HostVirtualAllocator::mapped_bytes_for_allocation(std::size_t bytes,
                                                                                        std::size_t align) const noexcept {
-  return mechanism::vmm::mapped_bytes_for_allocation(bytes, align, granularity_, Tier::kHost);
+  return vmm::mapped_bytes_for_allocation(bytes, align, granularity_, Tier::kHost);
 }
 
 Expected<std::uint64_t, MemoryError> HostVirtualAllocator::mapped_bytes_for_allocation_ranges(
     std::span<const AllocationCommitRange> ranges) const noexcept {
-  return mechanism::vmm::mapped_bytes_for_ranges(ranges, granularity_, Tier::kHost);
+  return vmm::mapped_bytes_for_ranges(ranges, granularity_, Tier::kHost);
 }
 
 std::size_t HostVirtualAllocator::allocation_committed_bytes(void* ptr, std::size_t allocation_bytes,
@@ -351,8 +351,8 @@ AllocationReleaseOutcome HostVirtualAllocator::release(void* ptr, std::size_t by
   // which another thread's mmap (a prefix's owner window, made without this
   // allocator's lock) can be placed in the hole and then be clobbered.
   const auto runs =
-      mechanism::vmm::contiguous_runs(region->granules.size(), [&](std::size_t g) { return region->granules[g] != Granule::kUnmapped; });
-  for (const mechanism::vmm::GranuleSpan run : runs) {
+      vmm::contiguous_runs(region->granules.size(), [&](std::size_t g) { return region->granules[g] != Granule::kUnmapped; });
+  for (const vmm::GranuleSpan run : runs) {
     const std::size_t run_bytes = run.count * granularity_;
     if (fails(Syscall::kMunmap) || ::mmap(granule_at(run.first), run_bytes, PROT_NONE,
                                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED) {

@@ -10,7 +10,7 @@
 #include "ortmem/mechanism/vmm/byte_range_set.hpp"
 #include "ortmem/mechanism/vmm/mapped_bytes.hpp"
 
-namespace ortmem::mechanism::vmm {
+namespace ortmem::vmm {
 namespace {
 
 constexpr std::size_t kGranule = std::size_t{2} << 20;
@@ -125,4 +125,4 @@ TEST(MappedBytes, EachGranuleIsCountedOnceAndBadRangesAreRefused) {
 }
 
 }  // namespace
-}  // namespace ortmem::mechanism::vmm
+}  // namespace ortmem::vmm

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
-namespace ortmem::mechanism::vmm {
+namespace ortmem::vmm {
 
 void ByteRangeSet::add(std::size_t begin, std::size_t end) {
   if (begin >= end) return;
@@ -44,4 +44,4 @@ bool ByteRangeSet::intersects(std::size_t begin, std::size_t end) const {
   return it != ranges_.end() && it->first < end;
 }
 
-}  // namespace ortmem::mechanism::vmm
+}  // namespace ortmem::vmm

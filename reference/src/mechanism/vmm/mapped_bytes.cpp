@@ -9,7 +9,7 @@
 #include "ortmem/allocator.hpp"
 #include "ortmem/mechanism/vmm/granules.hpp"
 
-namespace ortmem::mechanism::vmm {
+namespace ortmem::vmm {
 
 Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(std::size_t bytes, std::size_t align,
                                                                  std::size_t granularity, Tier tier) {
@@ -46,4 +46,4 @@ Expected<std::uint64_t, MemoryError> mapped_bytes_for_ranges(std::span<const All
   }
 }
 
-}  // namespace ortmem::mechanism::vmm
+}  // namespace ortmem::vmm

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <map>
 
-namespace ortmem::mechanism::vmm {
+namespace ortmem::vmm {
 
 class ByteRangeSet {
  public:
@@ -29,4 +29,4 @@ class ByteRangeSet {
   std::map<std::size_t, std::size_t> ranges_;  // begin -> end, disjoint and not touching
 };
 
-}  // namespace ortmem::mechanism::vmm
+}  // namespace ortmem::vmm

@@ -13,7 +13,7 @@
 #include <optional>
 #include <vector>
 
-namespace ortmem::mechanism::vmm {
+namespace ortmem::vmm {
 
 // `value` rounded up to a multiple of `unit` (a power of two); nothing on overflow.
 [[nodiscard]] constexpr std::optional<std::size_t> round_up(std::size_t value, std::size_t unit) noexcept {
@@ -54,4 +54,4 @@ template <class Predicate>
   return runs;
 }
 
-}  // namespace ortmem::mechanism::vmm
+}  // namespace ortmem::vmm

@@ -12,7 +12,7 @@
 #include "ortmem/capability.hpp"
 #include "ortmem/device.hpp"
 
-namespace ortmem::mechanism::vmm {
+namespace ortmem::vmm {
 
 // Bytes mapped by committing a whole allocation of `bytes` at `align`.
 [[nodiscard]] Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(std::size_t bytes, std::size_t align,
@@ -21,4 +21,4 @@ namespace ortmem::mechanism::vmm {
 [[nodiscard]] Expected<std::uint64_t, MemoryError> mapped_bytes_for_ranges(std::span<const AllocationCommitRange> ranges,
                                                                          std::size_t granularity, Tier tier);
 
-}  // namespace ortmem::mechanism::vmm
+}  // namespace ortmem::vmm

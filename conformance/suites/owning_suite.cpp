@@ -136,7 +136,7 @@ TEST_P(Owning, EveryCopyMoveAndAssignmentOfAViewKeepsTheCountExact) {
   auto second = *allocation.view(64, 64);
   EXPECT_EQ(allocation.outstanding_views(), 2U);
   const auto address_of = [&](const OwnedView& view) {
-    auto seen = binding().with_view(view.view(), [](ValidatedMemoryView validated) { return validated.data(); });
+    auto seen = binding().with_view(view, [](ValidatedMemoryView validated) { return validated.data(); });
     return seen ? *seen : nullptr;
   };
   first = second;  // the view it held goes, a copy of the other comes
@@ -158,7 +158,7 @@ TEST_P(Owning, EveryCopyMoveAndAssignmentOfAViewKeepsTheCountExact) {
   EXPECT_EQ(address_of(second), other.data()) << "a move-assigned view still shows the range it held before";
   EXPECT_EQ(allocation.outstanding_views(), 0U);
   EXPECT_EQ(other.outstanding_views(), 1U);
-  EXPECT_TRUE(binding().with_view(second.view(), [](ValidatedMemoryView) {})) << "a moved view stopped working";
+  EXPECT_TRUE(binding().with_view(second, [](ValidatedMemoryView) {})) << "a moved view stopped working";
   auto kept = std::move(other).into_bound();
   ASSERT_FALSE(kept) << "ownership was given up while a view was lent";
   EXPECT_EQ(kept.error().error().kind(), BindingError::Kind::kOutstandingViews);
@@ -214,7 +214,7 @@ TEST_P(Owning, AViewThatOutlivesItsOwnerIsStale) {
     survivor.emplace(std::move(*view));
   }
   bool called = false;
-  auto used = binding().with_view(survivor->view(), [&](ValidatedMemoryView) { called = true; });
+  auto used = binding().with_view(*survivor, [&](ValidatedMemoryView) { called = true; });
   ASSERT_FALSE(used);
   EXPECT_EQ(used.error().kind(), BindingError::Kind::kStaleAllocation);
   EXPECT_FALSE(called);

@@ -57,6 +57,7 @@ class BoundMemoryView;
 class BoundSharedMapping;
 class BoundVirtualBacking;
 class ExplicitReleaseError;
+class OwnedView;
 class OwningAllocation;
 class PreparedAllocationRelease;
 
@@ -100,6 +101,11 @@ class MemoryBinding {
   // live record; fn is not called when the view is stale, lost or foreign.
   template <class Fn>
   auto with_view(const BoundMemoryView& view, Fn&& fn) const
+      -> Expected<std::invoke_result_t<Fn, ValidatedMemoryView>, BindingError>;
+  // The same for a counted view of an owned allocation (owning_allocation.hpp),
+  // which never hands out an uncounted copy of itself.
+  template <class Fn>
+  auto with_view(const OwnedView& view, Fn&& fn) const
       -> Expected<std::invoke_result_t<Fn, ValidatedMemoryView>, BindingError>;
 
   [[nodiscard]] Expected<std::optional<BoundVirtualBacking>, BindingError> virtual_backing() const;

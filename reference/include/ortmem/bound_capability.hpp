@@ -30,6 +30,18 @@ class BoundVirtualBacking {
   [[nodiscard]] Expected<std::uint64_t, BindingError> decommit(const BoundAllocation& allocation,
                                                                std::size_t offset, std::size_t bytes) const;
   [[nodiscard]] Expected<std::size_t, BindingError> committed_bytes(const BoundAllocation& allocation) const;
+  // The same on an owned allocation (an owner never lends its metadata).
+  [[nodiscard]] Expected<void, BindingError> commit(const OwningAllocation& owner, std::size_t offset,
+                                                    std::size_t bytes) const {
+    return commit(owner.allocation_, offset, bytes);
+  }
+  [[nodiscard]] Expected<std::uint64_t, BindingError> decommit(const OwningAllocation& owner, std::size_t offset,
+                                                               std::size_t bytes) const {
+    return decommit(owner.allocation_, offset, bytes);
+  }
+  [[nodiscard]] Expected<std::size_t, BindingError> committed_bytes(const OwningAllocation& owner) const {
+    return committed_bytes(owner.allocation_);
+  }
   [[nodiscard]] Expected<std::uint64_t, BindingError> mapped_bytes_for_allocation(std::size_t bytes,
                                                                                   std::size_t align) const;
 
@@ -61,6 +73,10 @@ class BoundSharedMapping {
   [[nodiscard]] Expected<std::uint64_t, BindingError> incremental_owned_bytes(const BoundSharedPrefix& prefix) const;
   [[nodiscard]] Expected<SharedPrefixCommitInfo, BindingError> commit_shared_prefix(
       const BoundSharedPrefix& prefix, const BoundAllocation& allocation, std::size_t byte_offset) const;
+  [[nodiscard]] Expected<SharedPrefixCommitInfo, BindingError> commit_shared_prefix(
+      const BoundSharedPrefix& prefix, const OwningAllocation& owner, std::size_t byte_offset) const {
+    return commit_shared_prefix(prefix, owner.allocation_, byte_offset);
+  }
 
  private:
   friend class MemoryBinding;

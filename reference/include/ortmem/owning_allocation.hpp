@@ -15,7 +15,11 @@
 //
 // Views are cloneable. While any view (or clone) lives, physical release is
 // refused with outstanding-views(count). A view that outlives its owner is
-// stale: it fails validation and its callback never runs.
+// stale: it fails validation and its callback never runs. Counted views are
+// the only way to reach an owned allocation's bytes through the binding: an
+// OwnedView is used only through MemoryBinding::with_view and never yields an
+// uncounted BoundMemoryView, and an owner never lends its plain metadata
+// (into_bound() gives up ownership, and only once no view is left).
 #pragma once
 
 #include <atomic>
@@ -38,11 +42,11 @@ class OwnedView {
   OwnedView& operator=(OwnedView&& other) noexcept;
   ~OwnedView();
 
-  [[nodiscard]] const BoundMemoryView& view() const noexcept { return view_; }
   [[nodiscard]] const AllocationIdentity& allocation_identity() const noexcept { return view_.allocation_identity(); }
   [[nodiscard]] std::size_t size() const noexcept { return view_.size(); }
 
  private:
+  friend class MemoryBinding;
   friend class OwningAllocation;
   OwnedView(BoundMemoryView view, std::shared_ptr<std::atomic<std::size_t>> outstanding) noexcept;
 
@@ -70,7 +74,6 @@ class OwningAllocation {
   [[nodiscard]] bool owns() const noexcept { return owns_; }
   [[nodiscard]] const AllocationIdentity& identity() const noexcept { return allocation_.identity(); }
   [[nodiscard]] MemoryBinding binding() const noexcept { return allocation_.binding(); }
-  [[nodiscard]] const BoundAllocation& bound() const noexcept { return allocation_; }
   [[nodiscard]] void* data() const noexcept { return allocation_.data(); }
   [[nodiscard]] std::size_t size() const noexcept { return allocation_.size(); }
   [[nodiscard]] std::size_t alignment() const noexcept { return allocation_.alignment(); }
@@ -97,6 +100,7 @@ class OwningAllocation {
 
  private:
   friend class MemoryBinding;
+  friend class BoundSharedMapping;
   friend class BoundVirtualBacking;
 
   // outstanding_views() with no call on the path every release takes: most
@@ -136,5 +140,11 @@ class OwningReleaseError {
   BindingError error_;
   OwningAllocation allocation_;
 };
+
+template <class Fn>
+auto MemoryBinding::with_view(const OwnedView& view, Fn&& fn) const
+    -> Expected<std::invoke_result_t<Fn, ValidatedMemoryView>, BindingError> {
+  return with_view(view.view_, std::forward<Fn>(fn));
+}
 
 }  // namespace ortmem

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <vector>
 
 namespace ortmem::host {
 namespace {
@@ -32,8 +33,19 @@ void raw_free(void* ptr, std::size_t align) noexcept {
 }  // namespace
 
 HostAllocator::~HostAllocator() {
+  // A block still live here was never released by its owner or is
+  // quarantined by the registry (owner dropped, enqueue refused, device
+  // lost), and the allocator cannot tell which. Quarantined memory must never
+  // be reissued, so none of it goes back to the heap: it is kept, reachable,
+  // for the life of the process (a leak checker sees memory in use, not a leak).
+  struct Abandoned {
+    std::mutex mutex;
+    std::vector<void*> blocks;
+  };
+  static auto* const abandoned = new Abandoned;
+  const std::lock_guard lock(abandoned->mutex);
   for (Shard& shard : shards_) {
-    for (const auto& [address, record] : shard.live) raw_free(reinterpret_cast<void*>(address), record.align);
+    for (const auto& [address, record] : shard.live) abandoned->blocks.push_back(reinterpret_cast<void*>(address));
   }
 }
 

@@ -120,12 +120,13 @@ HostVirtualAllocator::HostVirtualAllocator(std::size_t granularity, std::shared_
     : granularity_(granularity), faults_(std::move(faults)),
       live_prefix_memories_(std::make_shared<std::atomic<std::size_t>>(0)) {}
 
-HostVirtualAllocator::~HostVirtualAllocator() {
-  // Whatever is still reserved (live, or retired after a failed release) goes with the allocator.
-  for (auto& [address, region] : regions_) {
-    ::munmap(reinterpret_cast<void*>(address), region->granules.size() * granularity_);
-  }
-}
+// Unmaps nothing. A region still here is live (its owner never released it,
+// or the registry quarantined it: owner dropped, enqueue refused, device lost)
+// or retired after a release failed part way, and either way it may be
+// quarantined, which the allocator cannot tell: its addresses stay reserved
+// so that mmap never reissues them. Shared prefixes mapped into a region keep
+// their file alive through the mapping itself.
+HostVirtualAllocator::~HostVirtualAllocator() = default;
 
 std::size_t HostVirtualAllocator::live_allocations() const noexcept {
   const std::lock_guard lock(mutex_);

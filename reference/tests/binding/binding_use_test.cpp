@@ -233,13 +233,15 @@ TEST_F(BindingUseTest, ViewRangesBeyondTheAllocationAreOutOfBounds) {
   const auto binding = bind_capable();
   auto allocation = binding.allocate_owning(100, 4);
   ASSERT_TRUE(allocation);
+  auto plain = binding.allocate(100, 4);
+  ASSERT_TRUE(plain);
 
   struct Case {
     std::size_t offset, bytes, end;
   };
   for (const Case& c : {Case{0, 101, 101}, Case{90, 11, 101}, Case{101, 0, 101}, Case{200, 1, 201},
                         Case{50, SIZE_MAX, SIZE_MAX}, Case{SIZE_MAX, 2, SIZE_MAX}}) {
-    auto bound = allocation->bound().view(c.offset, c.bytes);
+    auto bound = plain->view(c.offset, c.bytes);
     ASSERT_FALSE(bound) << c.offset << "+" << c.bytes;
     EXPECT_TRUE(is_kind(bound.error(), Kind::kViewOutOfBounds));
     EXPECT_EQ(bound.error().offset(), c.offset);
@@ -251,10 +253,11 @@ TEST_F(BindingUseTest, ViewRangesBeyondTheAllocationAreOutOfBounds) {
   }
   EXPECT_EQ(allocation->outstanding_views(), 0U) << "a refused view was counted";
   // The edges themselves are inside.
-  EXPECT_TRUE(allocation->bound().view(0, 100));
-  EXPECT_TRUE(allocation->bound().view(100, 0));
-  EXPECT_TRUE(allocation->bound().view(99, 1));
+  EXPECT_TRUE(plain->view(0, 100));
+  EXPECT_TRUE(plain->view(100, 0));
+  EXPECT_TRUE(plain->view(99, 1));
   EXPECT_TRUE(std::move(*allocation).release_now());
+  EXPECT_TRUE(binding.release(std::move(*plain)));
 }
 
 TEST_F(BindingUseTest, BoundCapabilitiesRevalidateBindingAndGenerationOnEveryCall) {
@@ -322,12 +325,12 @@ TEST_F(BindingUseTest, AdoptedMemoryBehavesExactlyLikeABindingIssuedAllocation) 
   EXPECT_NE(adopted->identity().generation, reserved->identity().generation);
   EXPECT_EQ(reserved->identity().binding, binding.identity());
   EXPECT_TRUE(has_counts(*registry_.snapshot(mechanism_), Counts{.live = 3}));
-  EXPECT_EQ(*vb->committed_bytes(reserved->bound()), 4096U);
+  EXPECT_EQ(*vb->committed_bytes(*reserved), 4096U);
 
   // Views, view blocking and release work exactly as for an issued allocation.
   auto view = reserved->view(0, 4096);
   ASSERT_TRUE(view);
-  EXPECT_TRUE(binding.with_view(view->view(), [](ValidatedMemoryView v) { std::memset(v.data(), 1, v.size()); }));
+  EXPECT_TRUE(binding.with_view(*view, [](ValidatedMemoryView v) { std::memset(v.data(), 1, v.size()); }));
   auto blocked = std::move(*reserved).release_now();
   ASSERT_FALSE(blocked);
   EXPECT_TRUE(is_kind(blocked.error().error(), Kind::kOutstandingViews));

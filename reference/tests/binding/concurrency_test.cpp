@@ -359,7 +359,7 @@ TEST_F(ConcurrencyTest, ChurnWhileAnotherThreadInvalidatesAndConfirmsKeepsEveryC
           }
           case 3: {
             auto view = owner->view(0, 8);
-            if (view) (void)binding->with_view(view->view(), [](ValidatedMemoryView) {});
+            if (view) (void)binding->with_view(*view, [](ValidatedMemoryView) {});
             break;  // the owner is dropped: quarantined, or left live if the device is gone
           }
           default:

@@ -46,6 +46,17 @@ concept ReleasableAsLvalue = requires(T& owner) { owner.release_now(); } ||
 template <class T>
 concept ExecutableAsLvalue = requires(T& request) { request.execute(); };
 
+// OWN-005 counts views; it holds only if no uncounted view of an owned
+// allocation can be had. An owner used to lend its plain metadata (bound(),
+// whose view() counts nothing) and a counted view its inner BoundMemoryView
+// (a copy of which counts nothing): both must stay impossible.
+template <class T>
+concept LendsPlainMetadata = requires(const T& owner) { owner.bound(); };
+template <class T>
+concept LendsUncountedView = requires(const T& view) { BoundMemoryView(view.view()); };
+static_assert(!LendsPlainMetadata<OwningAllocation>, "an owner must not lend uncounted metadata (OWN-005)");
+static_assert(!LendsUncountedView<OwnedView>, "a counted view must not yield an uncounted copy (OWN-005)");
+
 TEST_F(OwningReleaseTest, OwnersMoveButNeverCopy) {
   covers("OWN-001");
   static_assert(!std::is_copy_constructible_v<OwningAllocation>);
@@ -278,7 +289,7 @@ TEST_F(OwningReleaseTest, LiveViewsBlockReleaseAndTheOwnerComesBackUntouched) {
   clone.reset();
   expect_handed_back(std::move(owner).release_now(), 1);
   // The remaining view still reads the live bytes.
-  EXPECT_TRUE(binding.with_view(view->view(), [&](ValidatedMemoryView v) { EXPECT_EQ(v.data(), data); }));
+  EXPECT_TRUE(binding.with_view(*view, [&](ValidatedMemoryView v) { EXPECT_EQ(v.data(), data); }));
   { auto drop = std::move(*view); }
   EXPECT_EQ(owner.outstanding_views(), 0U);
   auto released = std::move(owner).release_now();
@@ -300,7 +311,7 @@ TEST_F(OwningReleaseTest, AViewThatOutlivesItsOwnerIsStale) {
     survivor = *view;
   }  // the owner is dropped (quarantined) while a view is still alive
   int calls = 0;
-  auto used = binding.with_view(survivor->view(), [&](ValidatedMemoryView) { ++calls; });
+  auto used = binding.with_view(*survivor, [&](ValidatedMemoryView) { ++calls; });
   ASSERT_FALSE(used);
   EXPECT_TRUE(is_kind(used.error(), Kind::kStaleAllocation));
   EXPECT_EQ(calls, 0);

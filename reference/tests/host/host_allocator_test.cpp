@@ -35,6 +35,27 @@ TEST(HostAllocator, ReturnsAlignedNonNullAddressesForEveryAlignmentUpTo4MiB) {
   EXPECT_EQ(allocator.live_allocations(), 0U);
 }
 
+// Destroying an allocator must not free what it still holds: the allocator
+// cannot tell an owner that never released from a quarantined allocation, and
+// quarantined memory is never reissued. Freed, the block would be the heap's
+// next answer for its size (the thread's cache is last-in first-out).
+TEST(HostAllocator, DestroyingItReissuesNothingItStillHeld) {
+  void* held = nullptr;
+  {
+    HostAllocator allocator;
+    auto ptr = allocator.allocate(48, 8);
+    ASSERT_TRUE(ptr) << ptr.error().message();
+    held = *ptr;
+    std::memset(held, 0x5a, 48);
+  }
+  std::vector<void*> later;
+  for (int i = 0; i < 64; ++i) later.push_back(::operator new(48));
+  EXPECT_EQ(std::find(later.begin(), later.end(), held), later.end()) << "a block the allocator still held was reissued";
+  for (void* block : later) ::operator delete(block);
+  const auto* bytes = static_cast<const unsigned char*>(held);
+  EXPECT_TRUE(std::all_of(bytes, bytes + 48, [](unsigned char b) { return b == 0x5a; }));
+}
+
 TEST(HostAllocator, ZeroByteAllocationsAreDistinctAndReleasable) {
   covers("ALLOC-007");
   HostAllocator allocator;

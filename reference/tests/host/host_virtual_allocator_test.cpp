@@ -3,9 +3,13 @@
 #include "ortmem/host/host_virtual_allocator.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -32,6 +36,24 @@ TEST(HostVirtualAllocator, RefusesAGranularityThatIsNotAPageMultiple) {
     EXPECT_NE(allocator.error().reason().find("page size"), std::string::npos);
   }
   EXPECT_EQ(make(page * 512)->granularity(), page * 512);
+}
+
+// As for the host allocator: an allocation still reserved when the allocator
+// goes may be quarantined, so its addresses stay mapped (msync answers ENOMEM
+// for an unmapped range) and keep what was written there.
+TEST(HostVirtualAllocator, DestroyingItUnmapsNothingItStillHeld) {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  void* held = nullptr;
+  {
+    auto allocator = make();
+    auto ptr = allocator->allocate(3 * page, page);
+    ASSERT_TRUE(ptr) << ptr.error().message();
+    held = *ptr;
+    std::memset(held, 0x5a, 3 * page);
+  }
+  ASSERT_EQ(::msync(held, 3 * page, MS_ASYNC), 0) << "the allocation was unmapped: " << std::strerror(errno);
+  const auto* bytes = static_cast<const unsigned char*>(held);
+  EXPECT_TRUE(std::all_of(bytes, bytes + 3 * page, [](unsigned char b) { return b == 0x5a; }));
 }
 
 TEST(HostVirtualAllocator, TwoMegabyteGranulesRoundCommitsAndReleases) {

@@ -27,7 +27,9 @@ namespace ortmem::host {
 class HostAllocator final : public DeviceAllocator {
  public:
   HostAllocator() = default;
-  // Frees what is still live: destroying the allocator ends every allocation it made.
+  // Gives nothing back: a block still live may be quarantined, and
+  // quarantined memory is never reissued, so it stays allocated for the life
+  // of the process. Release what you want back before destroying the allocator.
   ~HostAllocator() override;
   HostAllocator(const HostAllocator&) = delete;
   HostAllocator& operator=(const HostAllocator&) = delete;

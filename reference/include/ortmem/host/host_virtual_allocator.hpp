@@ -54,6 +54,8 @@ class HostVirtualAllocator final : public DeviceAllocator, public VirtualBacking
 
   // Refuses a granularity that is not a power-of-two multiple of the page size.
   [[nodiscard]] static Expected<std::shared_ptr<HostVirtualAllocator>, MemoryError> create(Options options);
+  // Unmaps nothing: a region still reserved may be quarantined, and its
+  // addresses must never be reissued.
   ~HostVirtualAllocator() override;
   HostVirtualAllocator(const HostVirtualAllocator&) = delete;
   HostVirtualAllocator& operator=(const HostVirtualAllocator&) = delete;

@@ -88,8 +88,8 @@ using cts::QueueUnderTest;
                                         "alignment " + std::to_string(align) + " is not a power of two");
   }
   if (bytes > SIZE_MAX - (align - 1)) {
-    return MemoryError::invalid_request(
-        Tier::kHost, bytes, "the size overflows when rounded up to alignment " + std::to_string(align));
+    return MemoryError::invalid_request(Tier::kHost, bytes,
+                                        "the size overflows when rounded up to alignment " + std::to_string(align));
   }
   return std::nullopt;
 }
@@ -101,10 +101,10 @@ using cts::QueueUnderTest;
 
 [[nodiscard]] AllocationReleaseOutcome mismatched(std::size_t live_bytes, std::size_t live_align, std::size_t bytes,
                                                   std::size_t align) {
-  return AllocationReleaseOutcome::failed(
-      "the allocation is live with " + std::to_string(live_bytes) + " bytes at alignment " +
-      std::to_string(live_align) + ", not " + std::to_string(bytes) + " bytes at alignment " +
-      std::to_string(align) + "; nothing was changed: release it with its own size and alignment");
+  return AllocationReleaseOutcome::failed("the allocation is live with " + std::to_string(live_bytes) +
+                                          " bytes at alignment " + std::to_string(live_align) + ", not " +
+                                          std::to_string(bytes) + " bytes at alignment " + std::to_string(align) +
+                                          "; nothing was changed: release it with its own size and alignment");
 }
 
 [[nodiscard]] MemoryError no_room_for_record(std::size_t bytes) {
@@ -321,10 +321,9 @@ class QuarantinesPartial final : public DeviceAllocator {
     const std::size_t slack = align > page ? align : 0;
     const std::size_t wanted = std::max<std::size_t>(bytes, 1);
     if (wanted > SIZE_MAX - (page - 1) - slack) {
-      return fail(MemoryError::allocation_failed(
-          Tier::kHost, bytes,
-          "the size cannot be rounded up to whole pages of " + std::to_string(page) +
-              " bytes: it exceeds the address space"));
+      return fail(MemoryError::allocation_failed(Tier::kHost, bytes,
+                                                 "the size cannot be rounded up to whole pages of " +
+                                                     std::to_string(page) + " bytes: it exceeds the address space"));
     }
     const std::size_t mapped = (wanted + page - 1) / page * page;
     const std::size_t reserved = mapped + slack;
@@ -380,9 +379,8 @@ class QuarantinesPartial final : public DeviceAllocator {
     if (faulted() || ::munmap(reinterpret_cast<void*>(address), region.mapped) != 0) {
       region.retired = true;  // nothing mapped, but the reservation is still held
       return AllocationReleaseOutcome::quarantined(
-          {bytes, unmapped},
-          {AllocationReleaseState::kQuarantined, QuarantineReason::of(QuarantineReason::Kind::kPartialRelease), 0,
-           address, align});
+          {bytes, unmapped}, {AllocationReleaseState::kQuarantined,
+                              QuarantineReason::of(QuarantineReason::Kind::kPartialRelease), 0, address, align});
     }
     regions_.erase(found);
     return AllocationReleaseOutcome::complete({bytes, unmapped});
@@ -447,10 +445,10 @@ class OverAligned final : public DeviceAllocator {
     if (auto bad = malformed(bytes, align)) return fail(std::move(*bad));
     const std::size_t block_align = std::max(align, kMinimumAlignment);
     if (bytes > SIZE_MAX - (block_align - 1)) {
-      return fail(MemoryError::allocation_failed(
-          Tier::kHost, bytes,
-          "the size cannot be padded to this mechanism's " + std::to_string(kMinimumAlignment) +
-              "-byte alignment: it exceeds the address space"));
+      return fail(MemoryError::allocation_failed(Tier::kHost, bytes,
+                                                 "the size cannot be padded to this mechanism's " +
+                                                     std::to_string(kMinimumAlignment) +
+                                                     "-byte alignment: it exceeds the address space"));
     }
     auto ptr = backing_.allocate(bytes, block_align);
     if (!ptr) return fail(for_request(ptr.error(), bytes));
@@ -710,7 +708,7 @@ class DetectsSelfPinnedTeardown final : public HostContext {
   ProviderContextPinSource& pins() override { return *source_; }
   std::shared_ptr<ProviderContextPinSource> shared_pins() override { return source_; }
   bool teardown(std::chrono::steady_clock::time_point deadline) override {
-    reference()->begin_retirement();  // teardown retires first, as the reference's does
+    reference()->begin_retirement();                                  // teardown retires first, as the reference's does
     if (holders_->held_by(std::this_thread::get_id())) return false;  // it would wait on itself: refuse
     return reference()->teardown(deadline).has_value();
   }
@@ -778,9 +776,7 @@ class PollsOnEnqueue final : public QueueUnderTest, public DeferredReleaseQueue 
   std::optional<std::size_t> capacity() const override { return inner_.capacity(); }
 
   // DeferredReleaseQueue.
-  Expected<ProviderContextPin, ProviderContextPinError> pin_context() noexcept override {
-    return inner_.pin_context();
-  }
+  Expected<ProviderContextPin, ProviderContextPinError> pin_context() noexcept override { return inner_.pin_context(); }
   Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(PreparedAllocationRelease&& request,
                                                            ProviderContextPin pin) noexcept override {
     auto accepted = inner_.enqueue(std::move(request), std::move(pin));
@@ -798,7 +794,8 @@ class PollsOnEnqueue final : public QueueUnderTest, public DeferredReleaseQueue 
 
 class QuarantinesPartialAdapter final : public RenamedHostAdapter {
  public:
-  QuarantinesPartialAdapter(std::string name, std::string vendor) : RenamedHostAdapter(std::move(name), std::move(vendor)) {}
+  QuarantinesPartialAdapter(std::string name, std::string vendor)
+      : RenamedHostAdapter(std::move(name), std::move(vendor)) {}
   cts::AdapterInfo info() const override {
     auto info = RenamedHostAdapter::info();
     info.capabilities.insert(cts::Capability::kFaultInjection);

@@ -203,8 +203,8 @@ class CudaVmmAdapter final : public CudaAdapter {
   std::shared_ptr<DeviceAllocator> make_allocator() override {
     auto driver = cuda::load_cuda_vmm_driver(kOrdinal);
     if (!driver) environment_broke(driver.error());
-    auto allocator = cuda::CudaVirtualAllocator::create(
-        *driver, {.device = DeviceKey::device(kOrdinal), .faults = faults_.plan()});
+    auto allocator =
+        cuda::CudaVirtualAllocator::create(*driver, {.device = DeviceKey::device(kOrdinal), .faults = faults_.plan()});
     if (!allocator) environment_broke(allocator.error().message());
     return *allocator;
   }

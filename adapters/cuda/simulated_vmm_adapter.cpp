@@ -51,7 +51,8 @@ std::shared_ptr<DeviceAllocator> SimulatedVmmAdapter::make_allocator() {
   auto driver = driver_over(std::make_shared<cuda::testing::SimulatedVmmDriver>(kSimulatedGranularity));
   memory_.add(driver);
   // The granularity is this adapter's own choice: create cannot refuse it.
-  return *cuda::CudaVirtualAllocator::create(std::move(driver), {.device = DeviceKey::host(), .faults = faults_.plan()});
+  return *cuda::CudaVirtualAllocator::create(std::move(driver),
+                                             {.device = DeviceKey::host(), .faults = faults_.plan()});
 }
 
 std::unique_ptr<cts::QueueUnderTest> SimulatedVmmAdapter::make_queue(cts::ContextUnderTest& context,

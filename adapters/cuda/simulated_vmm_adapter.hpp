@@ -24,7 +24,8 @@ namespace ortmem::adapters {
 
 class SimulatedVmmAdapter : public HostAdapter {
  public:
-  explicit SimulatedVmmAdapter(std::string name = "cuda-vmm-simulated", std::string vendor = "ortmem-cts test double (no GPU)")
+  explicit SimulatedVmmAdapter(std::string name = "cuda-vmm-simulated",
+                               std::string vendor = "ortmem-cts test double (no GPU)")
       : name_(std::move(name)), vendor_(std::move(vendor)) {}
   cts::AdapterInfo info() const override;
   std::shared_ptr<DeviceAllocator> make_allocator() override;
@@ -34,7 +35,8 @@ class SimulatedVmmAdapter : public HostAdapter {
 
  protected:
   // The driver under one allocator (a known-bad variant wraps it).
-  [[nodiscard]] virtual std::shared_ptr<cuda::VmmDriver> driver_over(std::shared_ptr<cuda::testing::SimulatedVmmDriver> driver);
+  [[nodiscard]] virtual std::shared_ptr<cuda::VmmDriver> driver_over(
+      std::shared_ptr<cuda::testing::SimulatedVmmDriver> driver);
 
  private:
   // Host bytes, and the drivers' record of every mapping's access.

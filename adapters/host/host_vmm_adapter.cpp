@@ -62,7 +62,8 @@ class HostVmmAdapter final : public HostAdapter {
 
 void register_host_vmm_adapters() {
   cts::register_adapter("host-vmm", [] { return std::make_unique<HostVmmAdapter>("host-vmm", 0); });
-  cts::register_adapter("host-vmm-2m", [] { return std::make_unique<HostVmmAdapter>("host-vmm-2m", std::size_t{2} << 20); });
+  cts::register_adapter("host-vmm-2m",
+                        [] { return std::make_unique<HostVmmAdapter>("host-vmm-2m", std::size_t{2} << 20); });
 }
 
 }  // namespace ortmem::adapters

@@ -59,7 +59,9 @@ class ForwardingVmm : public DeviceAllocator, public VirtualBacking, public Shar
   AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
     return inner_->release(ptr, bytes, align);
   }
-  void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override { (void)release(ptr, bytes, align); }
+  void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
+    (void)release(ptr, bytes, align);
+  }
   DeviceKey device() const noexcept override { return inner_->device(); }
   bool commits_on_demand() const noexcept override { return inner_->commits_on_demand(); }
   VirtualBacking* as_virtual_backing() noexcept override { return this; }
@@ -74,7 +76,8 @@ class ForwardingVmm : public DeviceAllocator, public VirtualBacking, public Shar
                                                       std::size_t offset, std::size_t bytes) noexcept override {
     return inner_->commit_allocation_range(ptr, allocation_bytes, align, offset, bytes);
   }
-  Expected<void, MemoryError> commit_allocation_ranges(std::span<const AllocationCommitRange> ranges) noexcept override {
+  Expected<void, MemoryError> commit_allocation_ranges(
+      std::span<const AllocationCommitRange> ranges) noexcept override {
     return inner_->commit_allocation_ranges(ranges);
   }
   Expected<std::uint64_t, MemoryError> decommit_allocation_range(void* ptr, std::size_t allocation_bytes,

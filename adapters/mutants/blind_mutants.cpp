@@ -204,7 +204,8 @@ class FullDecommitEndsLazyAllocation final : public ForwardingVmm {
     if (ended(ptr)) return fail(not_ours(bytes));
     return inner_->commit_allocation_range(ptr, allocation_bytes, align, offset, bytes);
   }
-  Expected<void, MemoryError> commit_allocation_ranges(std::span<const AllocationCommitRange> ranges) noexcept override {
+  Expected<void, MemoryError> commit_allocation_ranges(
+      std::span<const AllocationCommitRange> ranges) noexcept override {
     for (const auto& range : ranges) {
       if (ended(range.ptr)) return fail(not_ours(range.bytes));
     }
@@ -306,7 +307,8 @@ class LargeEagerUnknownToCapabilities final : public ForwardingVmm {
     if (unknown(ptr)) return fail(not_ours(bytes));
     return inner_->commit_allocation_range(ptr, allocation_bytes, align, offset, bytes);
   }
-  Expected<void, MemoryError> commit_allocation_ranges(std::span<const AllocationCommitRange> ranges) noexcept override {
+  Expected<void, MemoryError> commit_allocation_ranges(
+      std::span<const AllocationCommitRange> ranges) noexcept override {
     for (const auto& range : ranges) {
       if (unknown(range.ptr)) return fail(not_ours(range.bytes));
     }
@@ -940,11 +942,9 @@ class PinBook {
 // One issued pin: holds a reference pin (or, when lent, none), reports the source's context, keeps the book.
 class TrackedPin final : public PinAnchor {
  public:
-  TrackedPin(ProviderContextIdentity label, std::optional<ProviderContextPin> inner, std::shared_ptr<PinBook> book) noexcept
-      : label_(label),
-        inner_(std::move(inner)),
-        book_(std::move(book)),
-        lent_(!inner_.has_value()),
+  TrackedPin(ProviderContextIdentity label, std::optional<ProviderContextPin> inner,
+             std::shared_ptr<PinBook> book) noexcept
+      : label_(label), inner_(std::move(inner)), book_(std::move(book)), lent_(!inner_.has_value()),
         taker_(std::this_thread::get_id()) {
     book_->up(taker_, lent_);
   }
@@ -968,7 +968,8 @@ class TrackedPin final : public PinAnchor {
 // pins is lent a further pin (counted in the book only) when the reference refuses with context-unavailable.
 class TrackingPinSource final : public ProviderContextPinSource {
  public:
-  TrackingPinSource(std::shared_ptr<mechanism::ProviderContext> inner, std::shared_ptr<PinBook> book, bool lend_when_held)
+  TrackingPinSource(std::shared_ptr<mechanism::ProviderContext> inner, std::shared_ptr<PinBook> book,
+                    bool lend_when_held)
       : inner_(std::move(inner)), book_(std::move(book)), lend_when_held_(lend_when_held) {}
   ProviderContextIdentity context() const noexcept override { return inner_->context(); }
   Expected<ProviderContextPin, ProviderContextPinError> pin() noexcept override {
@@ -1038,8 +1039,7 @@ class PinRingExhaustedContext final : public HostContext {
 class SelfHeldTeardownIgnoresDeadlineContext final : public HostContext {
  public:
   SelfHeldTeardownIgnoresDeadlineContext(ProviderContextIdentity identity, ContextOptions options)
-      : HostContext(identity, options),
-        book_(std::make_shared<PinBook>()),
+      : HostContext(identity, options), book_(std::make_shared<PinBook>()),
         source_(std::make_shared<TrackingPinSource>(reference(), book_, false)) {}
   ProviderContextPinSource& pins() override { return *source_; }
   bool teardown(Clock::time_point deadline) override {
@@ -1064,8 +1064,7 @@ class SelfHeldTeardownIgnoresDeadlineContext final : public HostContext {
 class NestedPinAfterRetireContext final : public HostContext {
  public:
   NestedPinAfterRetireContext(ProviderContextIdentity identity, ContextOptions options)
-      : HostContext(identity, options),
-        book_(std::make_shared<PinBook>()),
+      : HostContext(identity, options), book_(std::make_shared<PinBook>()),
         source_(std::make_shared<TrackingPinSource>(reference(), book_, true)) {}
   ProviderContextPinSource& pins() override { return *source_; }
   std::optional<std::uint64_t> outstanding_pins() const override {
@@ -1110,8 +1109,7 @@ class OverflowSource final : public ProviderContextPinSource {
 class OverflowBumpsReportedCountContext final : public HostContext {
  public:
   OverflowBumpsReportedCountContext(ProviderContextIdentity identity, ContextOptions options)
-      : HostContext(identity, options),
-        phantom_(std::make_shared<std::atomic<std::uint64_t>>(0)),
+      : HostContext(identity, options), phantom_(std::make_shared<std::atomic<std::uint64_t>>(0)),
         source_(std::make_shared<OverflowSource>(reference(), phantom_)) {}
   ProviderContextPinSource& pins() override { return *source_; }
   std::shared_ptr<ProviderContextPinSource> shared_pins() override { return source_; }
@@ -1203,8 +1201,7 @@ class FullQueueHandsBackOldest final : public FifoQueue {
   using FifoQueue::FifoQueue;
   Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(PreparedAllocationRelease&& request,
                                                            ProviderContextPin pin) noexcept override {
-    const bool foreign =
-        !pin.holds_claim() || pin.context() != identity_ || request.provider_context() != identity_;
+    const bool foreign = !pin.holds_claim() || pin.context() != identity_ || request.provider_context() != identity_;
     std::optional<Entry> oldest;
     {
       const std::lock_guard lock(mutex_);
@@ -1290,43 +1287,43 @@ void add(const std::string& name) {
 void register_blind_mutant_adapters() {
   // The eight MUST requirements that had no known-bad adapter of their own (PIN-003 and PIN-010 cannot be
   // broken by an adapter: a pin's operations and the pin errors' wording belong to kit types).
-  add<NumaHostAdapter>("blind:numa-host-index");                                          // ALLOC-004
-  add<WithAllocator<ZeroBytesOveralignedFails>>("blind:zero-bytes-overaligned-fails");    // ALLOC-007
-  add<VmmVariant<FullDecommitEndsLazyAllocation>>("blind:full-decommit-ends-lazy");       // ALLOC-014
-  add<WithAllocator<ContendedReleaseFails>>("blind:contended-release-fails");             // ALLOC-016
-  add<WithContext<PinRingExhaustedContext>>("blind:pin-ring-exhausted");                  // PIN-002
+  add<NumaHostAdapter>("blind:numa-host-index");                                                          // ALLOC-004
+  add<WithAllocator<ZeroBytesOveralignedFails>>("blind:zero-bytes-overaligned-fails");                    // ALLOC-007
+  add<VmmVariant<FullDecommitEndsLazyAllocation>>("blind:full-decommit-ends-lazy");                       // ALLOC-014
+  add<WithAllocator<ContendedReleaseFails>>("blind:contended-release-fails");                             // ALLOC-016
+  add<WithContext<PinRingExhaustedContext>>("blind:pin-ring-exhausted");                                  // PIN-002
   add<WithContext<SelfHeldTeardownIgnoresDeadlineContext>>("blind:self-held-teardown-ignores-deadline");  // PIN-008
   // Allocator: size thresholds, one field that lies, after many operations.
-  add<WithAllocator<OverflowBlamedOnAlign>>("blind:overflow-blamed-on-align");            // ALLOC-008
-  add<WithAllocator<HugeFailureReasonTruncated>>("blind:huge-failure-reason-truncated");  // ALLOC-002
-  add<VmmVariant<SharedMappingWithdrawnAfter200>>("blind:shared-mapping-withdrawn-after-200");  // ALLOC-010
+  add<WithAllocator<OverflowBlamedOnAlign>>("blind:overflow-blamed-on-align");                    // ALLOC-008
+  add<WithAllocator<HugeFailureReasonTruncated>>("blind:huge-failure-reason-truncated");          // ALLOC-002
+  add<VmmVariant<SharedMappingWithdrawnAfter200>>("blind:shared-mapping-withdrawn-after-200");    // ALLOC-010
   add<VmmVariant<LargeEagerUnknownToCapabilities>>("blind:large-eager-unknown-to-capabilities");  // ALLOC-011
-  add<VmmVariant<ClaimsCommitOnDemandAfterLazy>>("blind:claims-commit-on-demand-after-lazy");  // ALLOC-013
+  add<VmmVariant<ClaimsCommitOnDemandAfterLazy>>("blind:claims-commit-on-demand-after-lazy");     // ALLOC-013
   // Virtual backing: long range lists, decommit after recommit, second use, tail slack, partial faults.
-  add<VmmVariant<CommittedListOver8Hull>>("blind:committed-list-over-8-hull");            // VB-001
-  add<VmmVariant<BatchCommitKeepsStaleCommitted>>("blind:batch-commit-stale-committed");  // VB-005
-  add<VmmVariant<RangeEstimateFirst8>>("blind:range-estimate-first-8");                   // VB-004
-  add<VmmVariant<RecommittedDecommitRoundsOut>>("blind:recommitted-decommit-rounds-out");  // VB-003
-  add<VmmVariant<SecondRecommitFails>>("blind:second-recommit-fails");                    // VB-006
-  add<VmmVariant<CommitTailSlackAccepted>>("blind:commit-tail-slack-accepted");           // VB-007
+  add<VmmVariant<CommittedListOver8Hull>>("blind:committed-list-over-8-hull");               // VB-001
+  add<VmmVariant<BatchCommitKeepsStaleCommitted>>("blind:batch-commit-stale-committed");     // VB-005
+  add<VmmVariant<RangeEstimateFirst8>>("blind:range-estimate-first-8");                      // VB-004
+  add<VmmVariant<RecommittedDecommitRoundsOut>>("blind:recommitted-decommit-rounds-out");    // VB-003
+  add<VmmVariant<SecondRecommitFails>>("blind:second-recommit-fails");                       // VB-006
+  add<VmmVariant<CommitTailSlackAccepted>>("blind:commit-tail-slack-accepted");              // VB-007
   add<VmmVariant<ChunkedDecommitPartialSuccess>>("blind:chunked-decommit-partial-success");  // VB-008
   // Shared mapping: several mappings per prefix, their charge, placement, release order.
-  add<VmmVariant<ThirdMappingCharged>>("blind:third-mapping-charged");                    // SM-004
-  add<VmmVariant<PrefixOffsetRoundedDown>>("blind:prefix-offset-rounded-down");           // SM-005
-  add<VmmVariant<PrefixTargetSizeByGranules>>("blind:prefix-target-size-by-granules");    // SM-006
-  add<VmmVariant<ForeignPrefixCostMemoised>>("blind:foreign-prefix-cost-memoised");       // SM-002
-  add<VmmVariant<PrefixHandleDropScrubs>>("blind:prefix-handle-drop-scrubs");             // SM-009
+  add<VmmVariant<ThirdMappingCharged>>("blind:third-mapping-charged");                  // SM-004
+  add<VmmVariant<PrefixOffsetRoundedDown>>("blind:prefix-offset-rounded-down");         // SM-005
+  add<VmmVariant<PrefixTargetSizeByGranules>>("blind:prefix-target-size-by-granules");  // SM-006
+  add<VmmVariant<ForeignPrefixCostMemoised>>("blind:foreign-prefix-cost-memoised");     // SM-002
+  add<VmmVariant<PrefixHandleDropScrubs>>("blind:prefix-handle-drop-scrubs");           // SM-009
   // Pins: after retirement, at the cap, on retry.
-  add<WithContext<NestedPinAfterRetireContext>>("blind:nested-pin-after-retire");         // PIN-004
-  add<WithContext<OverflowBumpsReportedCountContext>>("blind:overflow-bumps-reported-count");  // PIN-005
+  add<WithContext<NestedPinAfterRetireContext>>("blind:nested-pin-after-retire");                    // PIN-004
+  add<WithContext<OverflowBumpsReportedCountContext>>("blind:overflow-bumps-reported-count");        // PIN-005
   add<WithContext<RetriedTeardownTrustsProgressContext>>("blind:retried-teardown-trusts-progress");  // PIN-006
   // Deferred queue: between protocol steps, several pending, after close, settled residuals.
-  add<WithQueue<HeadFenceReleasesAll>>("blind:head-fence-releases-all");                  // DQ-001
-  add<WithQueue<DeepEnqueueWaitsForHead>>("blind:deep-enqueue-waits-for-head");           // DQ-004
-  add<WithQueue<FullQueueHandsBackOldest>>("blind:full-queue-hands-back-oldest");         // DQ-005
-  add<WithQueue<ClosedHidesLaterLoss>>("blind:closed-hides-later-loss");                  // DQ-006
-  add<WithQueue<ReadyEnqueueDropsPin>>("blind:ready-enqueue-drops-pin");                  // DQ-009
-  add<WithQueue<DrainedResidualKeepsPin>>("blind:drained-residual-keeps-pin");            // DQ-013
+  add<WithQueue<HeadFenceReleasesAll>>("blind:head-fence-releases-all");           // DQ-001
+  add<WithQueue<DeepEnqueueWaitsForHead>>("blind:deep-enqueue-waits-for-head");    // DQ-004
+  add<WithQueue<FullQueueHandsBackOldest>>("blind:full-queue-hands-back-oldest");  // DQ-005
+  add<WithQueue<ClosedHidesLaterLoss>>("blind:closed-hides-later-loss");           // DQ-006
+  add<WithQueue<ReadyEnqueueDropsPin>>("blind:ready-enqueue-drops-pin");           // DQ-009
+  add<WithQueue<DrainedResidualKeepsPin>>("blind:drained-residual-keeps-pin");     // DQ-013
 }
 
 }  // namespace ortmem::adapters::mutants

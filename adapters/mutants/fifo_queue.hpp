@@ -80,8 +80,7 @@ class FifoQueue : public cts::QueueUnderTest, public DeferredReleaseQueue {
   Expected<ProviderContextPin, ProviderContextPinError> pin_context() noexcept override { return context_->pin(); }
   Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(PreparedAllocationRelease&& request,
                                                            ProviderContextPin pin) noexcept override {
-    const bool foreign =
-        !pin.holds_claim() || pin.context() != identity_ || request.provider_context() != identity_;
+    const bool foreign = !pin.holds_claim() || pin.context() != identity_ || request.provider_context() != identity_;
     {
       const std::lock_guard lock(mutex_);
       std::optional<DeferredEnqueueRejection> rejection = rejection_locked(entries_.size());

@@ -77,8 +77,7 @@ constexpr auto kGiveUp = std::chrono::milliseconds(100);
     case MemoryError::Kind::kAllocationFailed:
       return MemoryError::allocation_failed(error.tier(), requested, error.reason());
     case MemoryError::Kind::kTierExhausted:
-    case MemoryError::Kind::kCapacityUnavailable:
-      break;
+    case MemoryError::Kind::kCapacityUnavailable: break;
   }
   return error;
 }
@@ -314,9 +313,11 @@ class RecycledTwiceOverlaps final : public MutantAllocator {
     const auto found = blocks_.find(ptr);
     if (found == blocks_.end()) return reference_.release(ptr, bytes, align);
     Block& record = found->second;
-    if (record.live == 0) return AllocationReleaseOutcome::failed("mutant: the block is already in the cache; nothing changed");
+    if (record.live == 0)
+      return AllocationReleaseOutcome::failed("mutant: the block is already in the cache; nothing changed");
     if (record.bytes != bytes || record.align != align) {
-      return AllocationReleaseOutcome::failed("mutant: size or alignment differs from the cached block; nothing changed");
+      return AllocationReleaseOutcome::failed(
+          "mutant: size or alignment differs from the cached block; nothing changed");
     }
     if (--record.live == 0 && !record.cached) {
       try {
@@ -385,9 +386,11 @@ class RacyFreeList final : public MutantAllocator {
       const auto found = blocks_.find(ptr);
       if (found == blocks_.end()) return reference_.release(ptr, bytes, align);
       Block& record = found->second;
-      if (record.live == 0) return AllocationReleaseOutcome::failed("mutant: the block is already free; nothing changed");
+      if (record.live == 0)
+        return AllocationReleaseOutcome::failed("mutant: the block is already free; nothing changed");
       if (record.bytes != bytes || record.align != align) {
-        return AllocationReleaseOutcome::failed("mutant: size or alignment differs from the pooled block; nothing changed");
+        return AllocationReleaseOutcome::failed(
+            "mutant: size or alignment differs from the pooled block; nothing changed");
       }
       if (--record.live != 0) return AllocationReleaseOutcome::complete(ReleaseAccounting::eager(bytes));
     }
@@ -568,8 +571,7 @@ bool wait_for(Clock::time_point deadline, Done done) {
 class RacyPinCountContext final : public HostContext {
  public:
   RacyPinCountContext(ProviderContextIdentity identity, ContextOptions options)
-      : HostContext(identity, options),
-        ledger_(std::make_shared<PinLedger>(true)),
+      : HostContext(identity, options), ledger_(std::make_shared<PinLedger>(true)),
         source_(std::make_shared<WrappingPinSource>(reference(), ledger_)) {}
   ProviderContextPinSource& pins() override { return *source_; }
   std::shared_ptr<ProviderContextPinSource> shared_pins() override { return source_; }
@@ -603,8 +605,7 @@ class OpaqueTimeoutSuccessContext final : public HostContext {
 class OpaqueIgnoresQueuePinsContext final : public HostContext {
  public:
   OpaqueIgnoresQueuePinsContext(ProviderContextIdentity identity, ContextOptions options)
-      : HostContext(identity, options),
-        ledger_(std::make_shared<PinLedger>(false)),
+      : HostContext(identity, options), ledger_(std::make_shared<PinLedger>(false)),
         source_(std::make_shared<WrappingPinSource>(reference(), ledger_)) {}
   ProviderContextPinSource& pins() override { return *source_; }
   // shared_pins() stays the reference's: the queue's pins bypass the ledger.
@@ -624,8 +625,7 @@ class OpaqueIgnoresQueuePinsContext final : public HostContext {
 class OpaqueSelfHeldTeardownContext final : public HostContext {
  public:
   OpaqueSelfHeldTeardownContext(ProviderContextIdentity identity, ContextOptions options)
-      : HostContext(identity, options),
-        ledger_(std::make_shared<PinLedger>(false)),
+      : HostContext(identity, options), ledger_(std::make_shared<PinLedger>(false)),
         source_(std::make_shared<WrappingPinSource>(reference(), ledger_)) {}
   ProviderContextPinSource& pins() override { return *source_; }
   // shared_pins() stays the reference's: only direct pins record their taker.
@@ -723,7 +723,8 @@ class BatchOver8Reorders final : public FifoQueue {
 
  protected:
   void order_batch(std::vector<Entry>& batch) override {
-    if (batch.size() > kBatch) std::rotate(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(kBatch), batch.end());
+    if (batch.size() > kBatch)
+      std::rotate(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(kBatch), batch.end());
   }
 
  private:

@@ -23,7 +23,9 @@ class MutantAllocator : public DeviceAllocator {
   AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
     return reference_.release(ptr, bytes, align);
   }
-  void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override { (void)release(ptr, bytes, align); }
+  void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
+    (void)release(ptr, bytes, align);
+  }
   DeviceKey device() const noexcept override { return DeviceKey::host(); }
 
  protected:

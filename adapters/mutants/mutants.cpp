@@ -146,7 +146,8 @@ class LargeReleaseKeepsBlock final : public MutantAllocator {
   AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
     {
       const std::lock_guard lock(mutex_);
-      if (kept_.contains(ptr)) return AllocationReleaseOutcome::failed("mutant: not a live allocation; nothing changed");
+      if (kept_.contains(ptr))
+        return AllocationReleaseOutcome::failed("mutant: not a live allocation; nothing changed");
       if (const auto found = large_.find(ptr);
           found != large_.end() && found->second.first == bytes && found->second.second == align) {
         large_.erase(found);
@@ -202,7 +203,8 @@ class FalseOnDemand final : public MutantAllocator {
 class RefusingBacking final : public VirtualBacking {
  public:
   static MemoryError refusal() { return MemoryError::invalid_request(Tier::kHost, 0, "mutant: unsupported"); }
-  Expected<void*, MemoryError> allocate_committed(std::size_t, std::size_t, std::span<const ByteRange>) noexcept override {
+  Expected<void*, MemoryError> allocate_committed(std::size_t, std::size_t,
+                                                  std::span<const ByteRange>) noexcept override {
     return fail(refusal());
   }
   Expected<void, MemoryError> commit_allocation_range(void*, std::size_t, std::size_t, std::size_t,
@@ -288,8 +290,8 @@ class PinsAfterRetirement final : public PinSourceWrapper {
 class WrongContextPins final : public PinSourceWrapper {
  public:
   explicit WrongContextPins(std::shared_ptr<mechanism::ProviderContext> inner)
-      : PinSourceWrapper(inner),
-        other_(std::make_shared<mechanism::ProviderContext>(*(*IdentityIssuer::create()).issue<ProviderContextIdentity>())) {}
+      : PinSourceWrapper(inner), other_(std::make_shared<mechanism::ProviderContext>(
+                                     *(*IdentityIssuer::create()).issue<ProviderContextIdentity>())) {}
   Expected<ProviderContextPin, ProviderContextPinError> pin() noexcept override {
     if (inner_->state() != mechanism::ProviderContext::State::kAccepting) return inner_->pin();
     return other_->pin();
@@ -345,8 +347,8 @@ class QueueWrapper : public QueueUnderTest, public DeferredReleaseQueue {
   Expected<ProviderContextPin, ProviderContextPinError> pin_context() noexcept override {
     return inner_.queue().pin_context();
   }
-  Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(
-      PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept override {
+  Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(PreparedAllocationRelease&& request,
+                                                           ProviderContextPin pin) noexcept override {
     return inner_.queue().enqueue(std::move(request), std::move(pin));
   }
   std::size_t pending() const noexcept override { return const_cast<HostQueue&>(inner_).queue().pending(); }
@@ -360,8 +362,8 @@ class QueueWrapper : public QueueUnderTest, public DeferredReleaseQueue {
 class DroppingQueue final : public QueueWrapper {
  public:
   using QueueWrapper::QueueWrapper;
-  Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(
-      PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept override {
+  Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(PreparedAllocationRelease&& request,
+                                                           ProviderContextPin pin) noexcept override {
     // A refused request is destroyed with the error here: dropped, not handed back.
     [[maybe_unused]] auto queued = inner_.queue().enqueue(std::move(request), std::move(pin));
     return DeferredEnqueued{};
@@ -372,8 +374,8 @@ class DroppingQueue final : public QueueWrapper {
 class LifoQueue final : public QueueWrapper {
  public:
   using QueueWrapper::QueueWrapper;
-  Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(
-      PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept override {
+  Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(PreparedAllocationRelease&& request,
+                                                           ProviderContextPin pin) noexcept override {
     const std::lock_guard lock(mutex_);
     held_.push_back({std::move(request), std::move(pin)});
     return DeferredEnqueued{};
@@ -415,8 +417,8 @@ class LifoQueue final : public QueueWrapper {
 class BlockingQueue final : public QueueWrapper {
  public:
   using QueueWrapper::QueueWrapper;
-  Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(
-      PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept override {
+  Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(PreparedAllocationRelease&& request,
+                                                           ProviderContextPin pin) noexcept override {
     while (!signalled_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return QueueWrapper::enqueue(std::move(request), std::move(pin));
   }

@@ -42,7 +42,8 @@ class WritablePrefixDriver final : public cuda::VmmDriver {
   Expected<void, cuda::DriverFault> unmap(cuda::DevicePtr address, std::size_t bytes) noexcept override {
     return inner_->unmap(address, bytes);
   }
-  Expected<void, cuda::DriverFault> set_access(cuda::DevicePtr address, std::size_t bytes, cuda::Access) noexcept override {
+  Expected<void, cuda::DriverFault> set_access(cuda::DevicePtr address, std::size_t bytes,
+                                               cuda::Access) noexcept override {
     return inner_->set_access(address, bytes, cuda::Access::kReadWrite);
   }
   Expected<std::optional<cuda::Access>, cuda::DriverFault> access(cuda::DevicePtr address) const noexcept override {

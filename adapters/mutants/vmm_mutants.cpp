@@ -63,7 +63,8 @@ class ReleaseOverreports final : public ForwardingVmm {
 class LowEstimate final : public ForwardingVmm {
  public:
   using ForwardingVmm::ForwardingVmm;
-  Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(std::size_t bytes, std::size_t) const noexcept override {
+  Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(std::size_t bytes,
+                                                                   std::size_t) const noexcept override {
     return bytes;
   }
   Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation_ranges(
@@ -78,7 +79,8 @@ class LowEstimate final : public ForwardingVmm {
 class StaleCommitted final : public ForwardingVmm {
  public:
   using ForwardingVmm::ForwardingVmm;
-  std::size_t allocation_committed_bytes(void* ptr, std::size_t allocation_bytes, std::size_t align) const noexcept override {
+  std::size_t allocation_committed_bytes(void* ptr, std::size_t allocation_bytes,
+                                         std::size_t align) const noexcept override {
     const std::lock_guard lock(mutex_);
     auto& high = high_water_[ptr];
     high = std::max(high, inner_->allocation_committed_bytes(ptr, allocation_bytes, align));
@@ -105,7 +107,8 @@ class NoRecommit final : public ForwardingVmm {
                                                       std::size_t offset, std::size_t bytes) noexcept override {
     {
       const std::lock_guard lock(mutex_);
-      if (decommitted_.contains(ptr)) return fail(MemoryError::invalid_request(Tier::kHost, bytes, "mutant: no recommit"));
+      if (decommitted_.contains(ptr))
+        return fail(MemoryError::invalid_request(Tier::kHost, bytes, "mutant: no recommit"));
     }
     return inner_->commit_allocation_range(ptr, allocation_bytes, align, offset, bytes);
   }
@@ -260,11 +263,13 @@ class PrivateCopy final : public ForwardingVmm {
                                                                      std::size_t allocation_bytes,
                                                                      std::size_t byte_offset) noexcept override {
     if (auto cost = inner_->incremental_owned_bytes_for_shared_prefix(prefix); !cost) return fail(cost.error());
-    const std::size_t bytes = std::min(prefix.mapped_bytes(), allocation_bytes - std::min(allocation_bytes, byte_offset));
+    const std::size_t bytes =
+        std::min(prefix.mapped_bytes(), allocation_bytes - std::min(allocation_bytes, byte_offset));
     if (auto done = inner_->commit_allocation_range(ptr, allocation_bytes, 64, byte_offset, bytes); !done) {
       return fail(done.error());
     }
-    std::memcpy(static_cast<unsigned char*>(ptr) + byte_offset, reinterpret_cast<const void*>(prefix.device_ptr()), bytes);
+    std::memcpy(static_cast<unsigned char*>(ptr) + byte_offset, reinterpret_cast<const void*>(prefix.device_ptr()),
+                bytes);
     return SharedPrefixCommitInfo{0, prefix.mapped_bytes(), prefix.mapped_bytes() / granule()};
   }
 };

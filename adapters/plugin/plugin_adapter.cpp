@@ -38,7 +38,8 @@ class Opened {
     }
     return found;
   }
-  [[nodiscard]] std::shared_ptr<plugin::PluginAllocator> holding(void* ptr, std::size_t bytes, std::size_t align) const {
+  [[nodiscard]] std::shared_ptr<plugin::PluginAllocator> holding(void* ptr, std::size_t bytes,
+                                                                 std::size_t align) const {
     for (auto& allocator : live()) {
       if (allocator->holds(ptr, bytes, align)) return allocator;
     }
@@ -109,17 +110,12 @@ class PluginFaults final : public cts::FaultInjection {
  private:
   static std::optional<std::uint32_t> point_of(cts::FaultPoint point) {
     switch (point) {
-      case cts::FaultPoint::kReleaseUnmap:
-        return ORTMEM_CTS_FAULT_RELEASE_UNMAP;
-      case cts::FaultPoint::kCommit:
-        return ORTMEM_CTS_FAULT_COMMIT;
-      case cts::FaultPoint::kDecommit:
-        return ORTMEM_CTS_FAULT_DECOMMIT;
-      case cts::FaultPoint::kPrefixMap:
-        return ORTMEM_CTS_FAULT_PREFIX_MAP;
+      case cts::FaultPoint::kReleaseUnmap: return ORTMEM_CTS_FAULT_RELEASE_UNMAP;
+      case cts::FaultPoint::kCommit: return ORTMEM_CTS_FAULT_COMMIT;
+      case cts::FaultPoint::kDecommit: return ORTMEM_CTS_FAULT_DECOMMIT;
+      case cts::FaultPoint::kPrefixMap: return ORTMEM_CTS_FAULT_PREFIX_MAP;
       case cts::FaultPoint::kPhysicalFree:
-      case cts::FaultPoint::kAccessGrant:
-        return std::nullopt;
+      case cts::FaultPoint::kAccessGrant: return std::nullopt;
     }
     return std::nullopt;
   }
@@ -157,12 +153,9 @@ class PluginMemory final : public cts::MemoryAccess {
       return {cts::WriteProbe::Outcome::kUnknown, "the plugin's probe_write answered " + answer.describe()};
     }
     switch (outcome) {
-      case ORTMEM_CTS_WRITE_REFUSED:
-        return {cts::WriteProbe::Outcome::kRefused, "the plugin's probe_write: refused"};
-      case ORTMEM_CTS_WRITE_ALLOWED:
-        return {cts::WriteProbe::Outcome::kAllowed, "the plugin's probe_write: allowed"};
-      default:
-        return {cts::WriteProbe::Outcome::kUnknown, "the plugin's probe_write could not tell"};
+      case ORTMEM_CTS_WRITE_REFUSED: return {cts::WriteProbe::Outcome::kRefused, "the plugin's probe_write: refused"};
+      case ORTMEM_CTS_WRITE_ALLOWED: return {cts::WriteProbe::Outcome::kAllowed, "the plugin's probe_write: allowed"};
+      default: return {cts::WriteProbe::Outcome::kUnknown, "the plugin's probe_write could not tell"};
     }
   }
 
@@ -170,7 +163,8 @@ class PluginMemory final : public cts::MemoryAccess {
   void* ctx() const {
     const auto live = opened_->live();
     if (live.empty()) {
-      std::fprintf(stderr, "ortmem-cts: a suite read plugin memory with no allocator of the mechanism open (a kit bug)\n");
+      std::fprintf(stderr,
+                   "ortmem-cts: a suite read plugin memory with no allocator of the mechanism open (a kit bug)\n");
       std::abort();
     }
     return live.back()->plugin_ctx();
@@ -256,7 +250,9 @@ class PluginAdapter final : public HostAdapter {
   std::unique_ptr<cts::QueueUnderTest> make_queue(cts::ContextUnderTest& context, cts::QueueOptions options) override {
     return std::make_unique<PluginQueue>(
         dynamic_cast<HostContext&>(context).shared_pins(),
-        [opened = opened_](void* ptr, std::size_t bytes, std::size_t align) { return opened->holding(ptr, bytes, align); },
+        [opened = opened_](void* ptr, std::size_t bytes, std::size_t align) {
+          return opened->holding(ptr, bytes, align);
+        },
         controls_, options.capacity);
   }
 
@@ -337,8 +333,8 @@ Expected<PluginSelection, std::string> register_plugin_adapters(const std::strin
     if (!probe) return fail("nxmem plugin " + path + ", mechanism '" + factory->name + "': " + probe.error());
     // The control extension's table is read once, here, for the mechanism
     // the allocator names: a bad table refuses the plugin like a bad vtable.
-    auto controls = plugin::Controls::load((*module)->exports().controls, (*probe)->mechanism_id(),
-                                           factory->capability_flags);
+    auto controls =
+        plugin::Controls::load((*module)->exports().controls, (*probe)->mechanism_id(), factory->capability_flags);
     probe->reset();
     if (!controls) return fail("nxmem plugin " + path + ", mechanism '" + factory->name + "': " + controls.error());
     // Keyed by path and mechanism, so a plugin's names never meet the

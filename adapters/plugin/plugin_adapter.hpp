@@ -41,7 +41,7 @@ struct PluginSelection {
 // "path#MECHANISM". The error is one line for people: what was wrong, what
 // to do.
 [[nodiscard]] Expected<PluginSelection, std::string> register_plugin_adapters(const std::string& spec,
-                                                                             plugin::HostRange host = {});
+                                                                              plugin::HostRange host = {});
 
 // What the kit requires when it opens an allocator of `factory`: every
 // capability the factory declares that the kit certifies through its own

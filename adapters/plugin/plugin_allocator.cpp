@@ -15,7 +15,6 @@ constexpr std::uint32_t kVtableHead = offsetof(NxmemAllocatorVtable, allocate);
 constexpr std::uint32_t kVtableMinor0 = NXMEM_ALLOCATOR_VTABLE_SIZE_MINOR0;
 constexpr std::uint32_t kVtableMinor1 = sizeof(NxmemAllocatorVtable);
 
-
 // A capability vtable: readable, long enough, the allocator's mechanism;
 // copied into `local`.
 template <class Vtable>
@@ -36,9 +35,10 @@ Expected<void, std::string> copy_capability(const Vtable* raw, std::uint64_t mec
 // Checks the vtables an OK open returned; fills `copies` from them.
 template <class Vtables>
 Expected<void, std::string> validate(const NxmemAllocatorVtable* raw, const PluginModule& module,
-                                              const Factory& factory, std::uint64_t required, Vtables& copies) {
+                                     const Factory& factory, std::uint64_t required, Vtables& copies) {
   NxmemAllocatorVtable& local = copies.allocator;
-  if (!readable_struct(raw)) return fail(std::string("allocator vtable: NULL or not 8-byte aligned (INVALID_ARGUMENT)"));
+  if (!readable_struct(raw))
+    return fail(std::string("allocator vtable: NULL or not 8-byte aligned (INVALID_ARGUMENT)"));
   const std::uint32_t size = raw->struct_size;
   if (size < kVtableHead) {
     return fail("allocator vtable: struct_size is " + std::to_string(size) + ", under the " +
@@ -64,7 +64,8 @@ Expected<void, std::string> validate(const NxmemAllocatorVtable* raw, const Plug
   }
   if (local.mechanism_id == 0) return fail(std::string("allocator vtable: mechanism_id is 0 (INVALID_ARGUMENT)"));
   if (local.device.tier > NXMEM_TIER_DISK) {
-    return fail("allocator vtable: device.tier is " + std::to_string(local.device.tier) + ", a tier the ABI does not know");
+    return fail("allocator vtable: device.tier is " + std::to_string(local.device.tier) +
+                ", a tier the ABI does not know");
   }
   if (local.device.tier != factory.device.tier || local.device.index != factory.device.index) {
     return fail("allocator vtable: device is " + device_name(local.device) + ", not the factory's " +
@@ -78,20 +79,24 @@ Expected<void, std::string> validate(const NxmemAllocatorVtable* raw, const Plug
     return fail("allocator vtable: the open required " + capability_names(required) + " but the allocator offers " +
                 capability_names(local.capability_flags) + "; refuse the open (UNSUPPORTED_CAPABILITY) instead");
   }
-  const auto flag_matches_pointer = [&](std::uint64_t bit, const void* pointer, const char* field) -> Expected<void, std::string> {
+  const auto flag_matches_pointer = [&](std::uint64_t bit, const void* pointer,
+                                        const char* field) -> Expected<void, std::string> {
     const bool flagged = (local.capability_flags & bit) != 0;
     if (flagged == (pointer != nullptr)) return {};
-    return fail(std::string("allocator vtable: ") + field + (flagged ? " is NULL though the flag is set"
-                                                                      : " is set though the flag is clear"));
+    return fail(std::string("allocator vtable: ") + field +
+                (flagged ? " is NULL though the flag is set" : " is set though the flag is clear"));
   };
-  if (auto ok = flag_matches_pointer(NXMEM_CAP_VIRTUAL_BACKING, local.virtual_backing, "virtual_backing"); !ok) return fail(ok.error());
-  if (auto ok = flag_matches_pointer(NXMEM_CAP_SHARED_MAPPING, local.shared_mapping, "shared_mapping"); !ok) return fail(ok.error());
+  if (auto ok = flag_matches_pointer(NXMEM_CAP_VIRTUAL_BACKING, local.virtual_backing, "virtual_backing"); !ok)
+    return fail(ok.error());
+  if (auto ok = flag_matches_pointer(NXMEM_CAP_SHARED_MAPPING, local.shared_mapping, "shared_mapping"); !ok)
+    return fail(ok.error());
   if (local.virtual_backing != nullptr) {
     auto copied = copy_capability(local.virtual_backing, local.mechanism_id, "virtual-backing", copies.virtual_backing);
     if (!copied) return fail(copied.error());
     const NxmemVirtualBackingVtable& vb = copies.virtual_backing;
     if (vb.allocate_committed == nullptr || vb.commit_range == nullptr || vb.decommit_range == nullptr ||
-        vb.mapped_bytes_for_ranges == nullptr || vb.mapped_bytes_for_allocation == nullptr || vb.committed_bytes == nullptr) {
+        vb.mapped_bytes_for_ranges == nullptr || vb.mapped_bytes_for_allocation == nullptr ||
+        vb.committed_bytes == nullptr) {
       return fail(std::string("virtual-backing vtable: a slot is NULL; all six are required (SHORT_STRUCT)"));
     }
   }
@@ -102,13 +107,15 @@ Expected<void, std::string> validate(const NxmemAllocatorVtable* raw, const Plug
     // retain_shared_prefix may be NULL: the host never calls it.
     if (sm.create_shared_prefix == nullptr || sm.release_shared_prefix == nullptr ||
         sm.incremental_owned_bytes == nullptr || sm.commit_shared_prefix == nullptr) {
-      return fail(std::string("shared-mapping vtable: create, release, incremental_owned_bytes and commit are required (SHORT_STRUCT)"));
+      return fail(std::string(
+          "shared-mapping vtable: create, release, incremental_owned_bytes and commit are required (SHORT_STRUCT)"));
     }
   }
   if ((local.capability_flags & NXMEM_CAP_DEFERRED_RELEASE) != 0 &&
       (local.enqueue_release == nullptr || local.drain_releases == nullptr)) {
-    return fail(std::string("allocator vtable: DEFERRED_RELEASE is declared but enqueue_release or drain_releases is "
-                            "NULL; deferred release needs the flag and both slots"));
+    return fail(
+        std::string("allocator vtable: DEFERRED_RELEASE is declared but enqueue_release or drain_releases is "
+                    "NULL; deferred release needs the flag and both slots"));
   }
   // Deferred release is used only with the flag and the slots together.
   if ((local.capability_flags & NXMEM_CAP_DEFERRED_RELEASE) == 0) {
@@ -129,13 +136,12 @@ Expected<void, std::string> validate(const NxmemAllocatorVtable* raw, const Plug
 DeviceKey device_key_of(NxmemDeviceId device) noexcept {
   const Tier tier = device.tier == NXMEM_TIER_DEVICE ? Tier::kDevice
                     : device.tier == NXMEM_TIER_DISK ? Tier::kDisk
-                                                      : Tier::kHost;
+                                                     : Tier::kHost;
   return DeviceKey{tier, device.index};
 }
 
-Expected<std::shared_ptr<PluginAllocator>, std::string> PluginAllocator::open(std::shared_ptr<const PluginModule> module,
-                                                                             const Factory& factory,
-                                                                             std::uint64_t required) {
+Expected<std::shared_ptr<PluginAllocator>, std::string> PluginAllocator::open(
+    std::shared_ptr<const PluginModule> module, const Factory& factory, std::uint64_t required) {
   NxmemOpenRequest request{};
   request.struct_size = sizeof request;
   request.abi_minor = module->agreed_minor();
@@ -166,11 +172,8 @@ Expected<std::shared_ptr<PluginAllocator>, std::string> PluginAllocator::open(st
 
 PluginAllocator::PluginAllocator(std::shared_ptr<const PluginModule> module, const Vtables& vtables,
                                  std::shared_ptr<CompletionDesk> desk)
-    : module_(std::move(module)),
-      vtable_(vtables.allocator),
-      virtual_backing_(vtables.virtual_backing),
-      shared_mapping_(vtables.shared_mapping),
-      device_(device_key_of(vtables.allocator.device)),
+    : module_(std::move(module)), vtable_(vtables.allocator), virtual_backing_(vtables.virtual_backing),
+      shared_mapping_(vtables.shared_mapping), device_(device_key_of(vtables.allocator.device)),
       desk_(std::move(desk)) {}
 
 PluginAllocator::~PluginAllocator() {
@@ -209,7 +212,8 @@ Expected<void*, MemoryError> PluginAllocator::issue(AllocateSlot slot, void* ctx
                                                     std::span<const ByteRange> committed) noexcept {
   const Tier tier = device_.tier;
   if (!is_valid_alignment(align)) {
-    return fail(MemoryError::invalid_request(tier, bytes, "alignment " + std::to_string(align) + " is not a power of two"));
+    return fail(
+        MemoryError::invalid_request(tier, bytes, "alignment " + std::to_string(align) + " is not a power of two"));
   }
   std::vector<NxmemByteRange> ranges;
   try {
@@ -242,8 +246,9 @@ Expected<void*, MemoryError> PluginAllocator::issue(AllocateSlot slot, void* ctx
     // The plugin thinks it holds this allocation; give it back.
     if (ptr != nullptr) (void)legacy_release(ptr, record);
     return fail(MemoryError::allocation_failed(
-        tier, bytes, ptr == nullptr ? "the plugin answered OK with a NULL pointer"
-                                    : "the plugin answered OK with an address not aligned to " + std::to_string(align)));
+        tier, bytes,
+        ptr == nullptr ? "the plugin answered OK with a NULL pointer"
+                       : "the plugin answered OK with an address not aligned to " + std::to_string(align)));
   }
   try {
     const std::lock_guard lock(mutex_);
@@ -256,7 +261,7 @@ Expected<void*, MemoryError> PluginAllocator::issue(AllocateSlot slot, void* ctx
 }
 
 PluginAllocator::LiveMap::const_iterator PluginAllocator::locate_locked(void* ptr, std::size_t bytes,
-                                                                       std::optional<std::size_t> align) const {
+                                                                        std::optional<std::size_t> align) const {
   const auto [first, last] = live_.equal_range(reinterpret_cast<std::uintptr_t>(ptr));
   for (auto found = first; found != last; ++found) {
     if (found->second.bytes == bytes && (!align || found->second.align == *align)) return found;
@@ -275,7 +280,8 @@ std::optional<PluginAllocator::Record> PluginAllocator::find(void* ptr, std::siz
 MemoryError PluginAllocator::not_live(void* ptr, std::size_t bytes) const {
   return MemoryError::invalid_request(
       device_.tier, bytes,
-      "no live allocation of this plugin allocator has address " + std::to_string(reinterpret_cast<std::uintptr_t>(ptr)) +
+      "no live allocation of this plugin allocator has address " +
+          std::to_string(reinterpret_cast<std::uintptr_t>(ptr)) +
           " with this size and alignment; the plugin was not called and nothing was changed");
 }
 
@@ -331,7 +337,8 @@ AllocationReleaseOutcome PluginAllocator::structured_release(void* ptr, const Re
   NxmemReleaseOutcome raw{};
   raw.struct_size = sizeof raw;
   const PluginStatus status = read_status(vtable_.release_allocation(vtable_.ctx, &allocation, &raw));
-  if (!status.ok()) return AllocationReleaseOutcome::failed("the plugin's release_allocation answered " + status.describe());
+  if (!status.ok())
+    return AllocationReleaseOutcome::failed("the plugin's release_allocation answered " + status.describe());
   return outcome_of(raw, ptr, record, "release_allocation");
 }
 

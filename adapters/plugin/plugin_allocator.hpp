@@ -148,8 +148,9 @@ class PluginAllocator final : public DeviceAllocator,
 
   using AllocateSlot = NxmemStatus (*)(void*, const NxmemAllocRequest*, NxmemAllocResult*);
   // allocate and allocate_committed: the request, the plugin's answer, the record.
-  [[nodiscard]] Expected<void*, MemoryError> issue(AllocateSlot slot, void* ctx, const char* slot_name, std::size_t bytes,
-                                                   std::size_t align, std::span<const ByteRange> committed) noexcept;
+  [[nodiscard]] Expected<void*, MemoryError> issue(AllocateSlot slot, void* ctx, const char* slot_name,
+                                                   std::size_t bytes, std::size_t align,
+                                                   std::span<const ByteRange> committed) noexcept;
   using LiveMap = std::unordered_multimap<std::uintptr_t, Record>;
   // The live allocation at `ptr` with these bytes (and this alignment, when given).
   [[nodiscard]] std::optional<Record> find(void* ptr, std::size_t bytes, std::optional<std::size_t> align) const;

@@ -70,9 +70,9 @@ class PluginAllocator::CompletionDesk {
   void* ctx_ = nullptr;
 
   mutable std::mutex mutex_;
-  std::deque<Waiting> waiting_;                        // guarded by mutex_; in enqueue order
-  std::map<std::uint64_t, std::uint64_t> early_;       // guarded by mutex_; allocation id -> ticket completed inside enqueue
-  std::vector<std::string> violations_;                // guarded by mutex_
+  std::deque<Waiting> waiting_;                   // guarded by mutex_; in enqueue order
+  std::map<std::uint64_t, std::uint64_t> early_;  // guarded by mutex_; allocation id -> ticket completed inside enqueue
+  std::vector<std::string> violations_;           // guarded by mutex_
 };
 
 }  // namespace ortmem::plugin

@@ -26,14 +26,19 @@ struct Slots {
 
 Expected<void, std::string> check_slots(const OrtmemCtsControls& table) {
   const Slots rules[] = {
-      {ORTMEM_CTS_CONTROL_FENCES, "FENCES", {{{"record_use", table.record_use != nullptr},
-                                              {"signal_fences", table.signal_fences != nullptr}}}},
+      {ORTMEM_CTS_CONTROL_FENCES,
+       "FENCES",
+       {{{"record_use", table.record_use != nullptr}, {"signal_fences", table.signal_fences != nullptr}}}},
       {ORTMEM_CTS_CONTROL_QUEUE_CLOSE, "QUEUE_CLOSE", {{{"close_queue", table.close_queue != nullptr}, {}}}},
-      {ORTMEM_CTS_CONTROL_QUEUE_DEVICE_LOSS, "QUEUE_DEVICE_LOSS", {{{"lose_device", table.lose_device != nullptr}, {}}}},
-      {ORTMEM_CTS_CONTROL_FAULT_INJECTION, "FAULT_INJECTION", {{{"arm_fault", table.arm_fault != nullptr},
-                                                               {"clear_faults", table.clear_faults != nullptr}}}},
-      {ORTMEM_CTS_CONTROL_MEMORY_ACCESS, "MEMORY_ACCESS", {{{"fill", table.fill != nullptr},
-                                                           {"read", table.read != nullptr}}}},
+      {ORTMEM_CTS_CONTROL_QUEUE_DEVICE_LOSS,
+       "QUEUE_DEVICE_LOSS",
+       {{{"lose_device", table.lose_device != nullptr}, {}}}},
+      {ORTMEM_CTS_CONTROL_FAULT_INJECTION,
+       "FAULT_INJECTION",
+       {{{"arm_fault", table.arm_fault != nullptr}, {"clear_faults", table.clear_faults != nullptr}}}},
+      {ORTMEM_CTS_CONTROL_MEMORY_ACCESS,
+       "MEMORY_ACCESS",
+       {{{"fill", table.fill != nullptr}, {"read", table.read != nullptr}}}},
   };
   for (const Slots& rule : rules) {
     const bool offered = (table.controls & rule.bit) != 0;
@@ -46,8 +51,8 @@ Expected<void, std::string> check_slots(const OrtmemCtsControls& table) {
   }
   const bool queue = (table.controls & Controls::kQueueControls) != 0;
   if ((table.open_queue != nullptr) != queue) {
-    return fail(std::string("controls: open_queue is ") + (queue ? "NULL though a queue control is offered"
-                                                                 : "set though no queue control is offered") +
+    return fail(std::string("controls: open_queue is ") +
+                (queue ? "NULL though a queue control is offered" : "set though no queue control is offered") +
                 "; every queue control (FENCES, QUEUE_CLOSE, QUEUE_CAPACITY, QUEUE_DEVICE_LOSS) needs it");
   }
   if (table.probe_write != nullptr && (table.controls & ORTMEM_CTS_CONTROL_MEMORY_ACCESS) == 0) {
@@ -59,11 +64,10 @@ Expected<void, std::string> check_slots(const OrtmemCtsControls& table) {
 }  // namespace
 
 Expected<std::optional<Controls>, std::string> Controls::load(OrtmemCtsPluginControlsFn entry,
-                                                              std::uint64_t mechanism_id,
-                                                              std::uint64_t factory_flags) {
+                                                              std::uint64_t mechanism_id, std::uint64_t factory_flags) {
   if (entry == nullptr) return std::optional<Controls>{};
-  const std::string call = std::string(ORTMEM_CTS_CONTROLS_EXPORT) + "(" +
-                           std::to_string(ORTMEM_CTS_CONTROLS_VERSION) + ", " + hex(mechanism_id) + ")";
+  const std::string call = std::string(ORTMEM_CTS_CONTROLS_EXPORT) + "(" + std::to_string(ORTMEM_CTS_CONTROLS_VERSION) +
+                           ", " + hex(mechanism_id) + ")";
   const OrtmemCtsControls* raw = nullptr;
   const PluginStatus status = read_status(entry(ORTMEM_CTS_CONTROLS_VERSION, mechanism_id, &raw));
   if (status.code == NXMEM_STATUS_NOT_IMPLEMENTED) return std::optional<Controls>{};

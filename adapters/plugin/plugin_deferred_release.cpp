@@ -36,13 +36,13 @@ void PluginAllocator::CompletionDesk::bind(const NxmemAllocatorVtable& vtable) n
 
 // The kit holds nothing it could give back on a plugin's request.
 NxmemStatus PluginAllocator::CompletionDesk::on_request_reclaim(void*, const NxmemReclaimRequest*,
-                                                               std::uint64_t* reclaimed) noexcept {
+                                                                std::uint64_t* reclaimed) noexcept {
   if (reclaimed != nullptr) *reclaimed = 0;
   return status(NXMEM_STATUS_OK, "");
 }
 
 NxmemStatus PluginAllocator::CompletionDesk::on_release_completed(void* host_ctx,
-                                                                 const NxmemReleaseCompletion* completion) noexcept {
+                                                                  const NxmemReleaseCompletion* completion) noexcept {
   auto* desk = static_cast<CompletionDesk*>(host_ctx);
   if (!readable_struct(completion) || completion->struct_size < sizeof(NxmemReleaseCompletion)) {
     const std::lock_guard lock(desk->mutex_);

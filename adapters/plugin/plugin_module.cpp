@@ -41,33 +41,33 @@ Expected<void, std::string> negotiate(Negotiate call, HostRange host, std::uint3
   request.host_capability_flags = NXMEM_CAP_KNOWN_MASK & ~bits_above_minor(host.max_minor);
   NxmemNegotiateResponse response{};
   const PluginStatus status = read_status(call(&request, &response));
-  const std::string offered = "1." + std::to_string(NXMEM_ABI_VERSION_MINOR_BASELINE) + "-1." +
-                              std::to_string(host.max_minor);
+  const std::string offered =
+      "1." + std::to_string(NXMEM_ABI_VERSION_MINOR_BASELINE) + "-1." + std::to_string(host.max_minor);
   if (!status.ok()) {
     return fail("negotiation: NxmemNegotiate refused the kit's range " + offered + " with " + status.describe() +
-                      " (the plugin says it speaks " + std::to_string(response.plugin_range.major_min) + "." +
-                      std::to_string(response.plugin_range.minor_min) + "-" +
-                      std::to_string(response.plugin_range.major_max) + "." +
-                      std::to_string(response.plugin_range.minor_max) + ")");
+                " (the plugin says it speaks " + std::to_string(response.plugin_range.major_min) + "." +
+                std::to_string(response.plugin_range.minor_min) + "-" +
+                std::to_string(response.plugin_range.major_max) + "." +
+                std::to_string(response.plugin_range.minor_max) + ")");
   }
   if (response.agreed_major != NXMEM_ABI_VERSION_MAJOR || response.agreed_minor > host.max_minor) {
     return fail("negotiation: agreed_major.agreed_minor is " + std::to_string(response.agreed_major) + "." +
-                      std::to_string(response.agreed_minor) + ", outside the range " + offered +
-                      " the kit offered; answer a version inside the host's range");
+                std::to_string(response.agreed_minor) + ", outside the range " + offered +
+                " the kit offered; answer a version inside the host's range");
   }
   if (response.reserved != 0) return fail("negotiation: reserved is " + hex(response.reserved) + ", must be 0");
   if ((response.capability_flags & ~NXMEM_CAP_KNOWN_MASK) != 0) {
     return fail("negotiation: capability_flags " + hex(response.capability_flags) + " has bits outside " +
-                      hex(NXMEM_CAP_KNOWN_MASK) + "; offer only bits the ABI defines");
+                hex(NXMEM_CAP_KNOWN_MASK) + "; offer only bits the ABI defines");
   }
   if ((response.capability_flags & NXMEM_CAP_ALLOCATOR) == 0) {
     return fail("negotiation: capability_flags " + hex(response.capability_flags) +
-                      " lacks ALLOCATOR (bit 0), which every plugin must offer");
+                " lacks ALLOCATOR (bit 0), which every plugin must offer");
   }
   if ((response.capability_flags & bits_above_minor(response.agreed_minor)) != 0) {
     return fail("negotiation: capability_flags " + hex(response.capability_flags) +
-                      " claims STRUCTURED_RELEASE at agreed minor " + std::to_string(response.agreed_minor) +
-                      "; the bit exists from minor 1, so drop it below");
+                " claims STRUCTURED_RELEASE at agreed minor " + std::to_string(response.agreed_minor) +
+                "; the bit exists from minor 1, so drop it below");
   }
   minor = response.agreed_minor;
   flags = response.capability_flags;
@@ -80,12 +80,13 @@ Expected<Factory, std::string> validate_factory(const NxmemAllocatorFactoryVtabl
   const std::string where = "factory " + std::to_string(index) + ": ";
   if (raw->struct_size < sizeof(NxmemAllocatorFactoryVtable)) {
     return fail(where + "struct_size is " + std::to_string(raw->struct_size) + ", under the " +
-                      std::to_string(sizeof(NxmemAllocatorFactoryVtable)) + " bytes a factory vtable needs (SHORT_STRUCT)");
+                std::to_string(sizeof(NxmemAllocatorFactoryVtable)) + " bytes a factory vtable needs (SHORT_STRUCT)");
   }
   Factory factory;
   std::memcpy(&factory.vtable, raw, sizeof factory.vtable);
   const NxmemAllocatorFactoryVtable& local = factory.vtable;
-  if (local.open_allocator == nullptr) return fail(where + "open_allocator is NULL; it is a required slot (SHORT_STRUCT)");
+  if (local.open_allocator == nullptr)
+    return fail(where + "open_allocator is NULL; it is a required slot (SHORT_STRUCT)");
   if (local.release == nullptr) return fail(where + "release is NULL; it is a required slot (SHORT_STRUCT)");
   if (local.name == nullptr) return fail(where + "name is NULL; a factory must be named (UTF-8, NUL-terminated)");
   const auto* name = reinterpret_cast<const char*>(local.name);
@@ -94,14 +95,15 @@ Expected<Factory, std::string> validate_factory(const NxmemAllocatorFactoryVtabl
   factory.name.assign(name, length);
   if (factory.name.empty() || !report::is_utf8(factory.name)) return fail(where + "name is empty or not UTF-8");
   if (taken.contains(factory.name)) {
-    return fail(where + "name '" + factory.name + "' is already another factory's; names select mechanisms, so each must be unique");
+    return fail(where + "name '" + factory.name +
+                "' is already another factory's; names select mechanisms, so each must be unique");
   }
   if (local.device.tier > NXMEM_TIER_DISK) {
     return fail(where + "device.tier is " + std::to_string(local.device.tier) + ", not DEVICE 0, HOST 1 or DISK 2");
   }
   if ((local.capability_flags & ~NXMEM_CAP_KNOWN_MASK) != 0 || (local.capability_flags & NXMEM_CAP_ALLOCATOR) == 0) {
     return fail(where + "capability_flags " + hex(local.capability_flags) +
-                      " must include ALLOCATOR and no bit outside " + hex(NXMEM_CAP_KNOWN_MASK));
+                " must include ALLOCATOR and no bit outside " + hex(NXMEM_CAP_KNOWN_MASK));
   }
   factory.device = local.device;
   factory.capability_flags = local.capability_flags;
@@ -112,7 +114,7 @@ Expected<Factory, std::string> validate_factory(const NxmemAllocatorFactoryVtabl
 Expected<void, std::string> check_host(HostRange host) {
   if (host.max_minor > NXMEM_ABI_VERSION_MINOR) {
     return fail("the kit speaks nxmem minors 0-" + std::to_string(NXMEM_ABI_VERSION_MINOR) + ", not " +
-                      std::to_string(host.max_minor));
+                std::to_string(host.max_minor));
   }
   return {};
 }
@@ -180,7 +182,9 @@ Expected<std::shared_ptr<PluginModule>, std::string> PluginModule::adopt(std::sh
   for (const auto& [found, name] : {std::pair<bool, const char*>{exports.negotiate != nullptr, "NxmemNegotiate"},
                                     {exports.create_factories != nullptr, "NxmemCreateAllocatorFactories"},
                                     {exports.query_unload != nullptr, "NxmemQueryUnloadReadiness"}}) {
-    if (!found) return fail(std::string("load: the library does not export ") + name + "; an nxmem plugin exports all three entry points");
+    if (!found)
+      return fail(std::string("load: the library does not export ") + name +
+                  "; an nxmem plugin exports all three entry points");
   }
   if (auto agreed = negotiate(exports.negotiate, host, module->agreed_minor_, module->capability_flags_); !agreed) {
     return fail(agreed.error());
@@ -196,13 +200,15 @@ Expected<std::shared_ptr<PluginModule>, std::string> PluginModule::adopt(std::sh
   if (!status.ok()) return fail("factories: NxmemCreateAllocatorFactories answered " + status.describe());
   if (count > kFactorySlots) {
     return fail("factories: out_count is " + std::to_string(count) + ", more than the " +
-                      std::to_string(kFactorySlots) + " slots the host offered");
+                std::to_string(kFactorySlots) + " slots the host offered");
   }
   if (count == 0) return fail("factories: the plugin created no factory, so there is nothing to certify");
   std::set<std::string> names;
   for (std::uint64_t i = 0; i < count; ++i) {
-    if (slots[i] == nullptr) return fail("factory " + std::to_string(i) + ": NULL inside out_count " + std::to_string(count));
-    if (!readable_struct(slots[i])) return fail("factory " + std::to_string(i) + ": not 8-byte aligned (INVALID_ARGUMENT)");
+    if (slots[i] == nullptr)
+      return fail("factory " + std::to_string(i) + ": NULL inside out_count " + std::to_string(count));
+    if (!readable_struct(slots[i]))
+      return fail("factory " + std::to_string(i) + ": not 8-byte aligned (INVALID_ARGUMENT)");
     auto factory = validate_factory(slots[i], i, names);
     if (!factory) return fail(factory.error());
     names.insert(factory->name);
@@ -230,7 +236,8 @@ PluginModule::~PluginModule() {
   for (const NxmemAllocatorFactoryVtable* raw : owned_factories_) {
     // A factory too short or misaligned to read has no release the host can
     // find; it is leaked rather than guessed at.
-    if (!readable_struct(raw) || raw->struct_size < sizeof(NxmemAllocatorFactoryVtable) || raw->release == nullptr) continue;
+    if (!readable_struct(raw) || raw->struct_size < sizeof(NxmemAllocatorFactoryVtable) || raw->release == nullptr)
+      continue;
     raw->release(raw->ctx);
   }
   if (handle_ == nullptr) return;  // from_exports: no library of ours to close

@@ -34,14 +34,10 @@ void require(const plugin::PluginStatus& answer, const char* slot) {
 
 DeferredEnqueueRejection rejection_of(std::uint32_t code) noexcept {
   switch (code) {
-    case NXMEM_STATUS_DEVICE_ERROR:
-      return DeferredEnqueueRejection::kDeviceLost;
-    case NXMEM_STATUS_UNSUPPORTED_CAPABILITY:
-      return DeferredEnqueueRejection::kClosed;
-    case NXMEM_STATUS_BUSY:
-      return DeferredEnqueueRejection::kFull;
-    default:
-      return DeferredEnqueueRejection::kRefused;
+    case NXMEM_STATUS_DEVICE_ERROR: return DeferredEnqueueRejection::kDeviceLost;
+    case NXMEM_STATUS_UNSUPPORTED_CAPABILITY: return DeferredEnqueueRejection::kClosed;
+    case NXMEM_STATUS_BUSY: return DeferredEnqueueRejection::kFull;
+    default: return DeferredEnqueueRejection::kRefused;
   }
 }
 
@@ -136,12 +132,16 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
   // Without fences there is no device work to wait for: recording and
   // signalling it are nothing, as for any queue whose fences always pass.
   void record_use() {
-    if (offers(ORTMEM_CTS_CONTROL_FENCES)) control(ORTMEM_CTS_CONTROL_FENCES, "record_use()", [&] { use_outstanding_ = true; });
+    if (offers(ORTMEM_CTS_CONTROL_FENCES))
+      control(ORTMEM_CTS_CONTROL_FENCES, "record_use()", [&] { use_outstanding_ = true; });
   }
   void signal_fences() {
-    if (offers(ORTMEM_CTS_CONTROL_FENCES)) control(ORTMEM_CTS_CONTROL_FENCES, "signal_fences()", [&] { use_outstanding_ = false; });
+    if (offers(ORTMEM_CTS_CONTROL_FENCES))
+      control(ORTMEM_CTS_CONTROL_FENCES, "signal_fences()", [&] { use_outstanding_ = false; });
   }
-  void close() { control(ORTMEM_CTS_CONTROL_QUEUE_CLOSE, "close()", [&] { closed_ = true; }); }
+  void close() {
+    control(ORTMEM_CTS_CONTROL_QUEUE_CLOSE, "close()", [&] { closed_ = true; });
+  }
   void mark_device_lost() {
     control(ORTMEM_CTS_CONTROL_QUEUE_DEVICE_LOSS, "mark_device_lost()", [&] { losing_.store(true); });
     told_lost_.store(true);
@@ -184,7 +184,7 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
  private:
   struct Waiting {
     PreparedAllocationRelease request;
-    ProviderContextPin pin;  // travels with the request until it settles (DQ-009)
+    ProviderContextPin pin;                            // travels with the request until it settles (DQ-009)
     std::weak_ptr<plugin::PluginAllocator> allocator;  // the request itself holds it, through its mechanism
   };
   using Started = std::vector<std::weak_ptr<plugin::PluginAllocator>>;
@@ -236,12 +236,8 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
           require(use_outstanding_ ? controls_->record_use(ctx) : controls_->signal_fences(ctx),
                   use_outstanding_ ? "record_use" : "signal_fences");
           break;
-        case ORTMEM_CTS_CONTROL_QUEUE_CLOSE:
-          require(controls_->close_queue(ctx), "close_queue");
-          break;
-        default:
-          require(controls_->lose_device(ctx), "lose_device");
-          break;
+        case ORTMEM_CTS_CONTROL_QUEUE_CLOSE: require(controls_->close_queue(ctx), "close_queue"); break;
+        default: require(controls_->lose_device(ctx), "lose_device"); break;
       }
     }
   }
@@ -258,7 +254,8 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
         order_.push_back(node.mapped().request.data());
         after_loss_.push_back(told_lost_.load());
       }
-      if (outcome.is_complete()) completed_.push_back({node.mapped().request.size(), outcome.accounting()->allocation_bytes});
+      if (outcome.is_complete())
+        completed_.push_back({node.mapped().request.size(), outcome.accounting()->allocation_bytes});
       ++settled_since_drain_;
       done.emplace(std::move(node.mapped()));
     }
@@ -285,10 +282,10 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
   std::optional<std::size_t> capacity_;
   std::weak_ptr<Sink> self_;
 
-  std::mutex control_mutex_;     // orders the controls and the start of each allocator's queue
-  Started started_;              // guarded by control_mutex_
+  std::mutex control_mutex_;      // orders the controls and the start of each allocator's queue
+  Started started_;               // guarded by control_mutex_
   bool use_outstanding_ = false;  // guarded by control_mutex_
-  bool closed_ = false;          // guarded by control_mutex_
+  bool closed_ = false;           // guarded by control_mutex_
   // Read by settle(), on the plugin's threads too. losing_: lose_device has
   // been (or is being) called, so a device-loss completion is read as one;
   // told_lost_: it returned, so a release performed from now on is one the
@@ -297,13 +294,13 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
   std::atomic<bool> told_lost_{false};
 
   mutable std::mutex mutex_;
-  std::uint64_t serial_ = 0;                                     // guarded by mutex_
-  std::map<std::uint64_t, Waiting> waiting_;                     // guarded by mutex_
-  std::vector<void*> order_;                                     // guarded by mutex_
-  std::vector<bool> after_loss_;                                 // guarded by mutex_; one per order_ entry
-  std::vector<Settlements::Completed> completed_;                // guarded by mutex_
-  std::size_t settled_since_drain_ = 0;                          // guarded by mutex_
-  std::vector<Waiting> retired_;                                 // guarded by mutex_
+  std::uint64_t serial_ = 0;                       // guarded by mutex_
+  std::map<std::uint64_t, Waiting> waiting_;       // guarded by mutex_
+  std::vector<void*> order_;                       // guarded by mutex_
+  std::vector<bool> after_loss_;                   // guarded by mutex_; one per order_ entry
+  std::vector<Settlements::Completed> completed_;  // guarded by mutex_
+  std::size_t settled_since_drain_ = 0;            // guarded by mutex_
+  std::vector<Waiting> retired_;                   // guarded by mutex_
   std::set<std::weak_ptr<plugin::PluginAllocator>, std::owner_less<>> allocators_;  // guarded by mutex_
 };
 

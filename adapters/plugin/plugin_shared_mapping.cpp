@@ -34,8 +34,8 @@ Expected<std::unique_ptr<SharedDevicePrefix>, MemoryError> PluginAllocator::crea
     std::size_t bytes) noexcept {
   NxmemSharedPrefixHandle handle{};
   handle.struct_size = sizeof handle;
-  const PluginStatus status = read_status(
-      shared_mapping_.create_shared_prefix(shared_mapping_.ctx, vtable_.mechanism_id, bytes, &handle));
+  const PluginStatus status =
+      read_status(shared_mapping_.create_shared_prefix(shared_mapping_.ctx, vtable_.mechanism_id, bytes, &handle));
   if (!status.ok()) return fail(refusal(bytes, "create_shared_prefix", status));
   if (handle.handle == 0) {
     return fail(MemoryError::allocation_failed(device_.tier, bytes,
@@ -50,14 +50,14 @@ Expected<std::unique_ptr<SharedDevicePrefix>, MemoryError> PluginAllocator::crea
 }
 
 Expected<const PluginAllocator::Prefix*, MemoryError> PluginAllocator::plugin_prefix(const SharedDevicePrefix& prefix,
-                                                                                      std::size_t bytes) const {
+                                                                                     std::size_t bytes) const {
   // A prefix of another plugin allocator is passed on: refusing a foreign
   // prefix is the plugin's own check (SM-002). One that no plugin made has
   // no handle to pass.
   const auto* ours = dynamic_cast<const Prefix*>(&prefix);
   if (ours == nullptr) {
-    return fail(MemoryError::invalid_request(device_.tier, bytes,
-                                             "the prefix was not made by an nxmem plugin allocator; the plugin was not called"));
+    return fail(MemoryError::invalid_request(
+        device_.tier, bytes, "the prefix was not made by an nxmem plugin allocator; the plugin was not called"));
   }
   return ours;
 }

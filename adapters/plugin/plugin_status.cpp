@@ -8,10 +8,21 @@
 namespace ortmem::plugin {
 
 std::string status_code_name(std::uint32_t code) {
-  static constexpr std::array<const char*, NXMEM_STATUS_LAST_KNOWN + 1> kNames = {
-      "OK",           "VERSION_MISMATCH", "SHORT_STRUCT", "UNSUPPORTED_CAPABILITY", "INVALID_ARGUMENT",
-      "INTERNAL_ERROR", "NOT_IMPLEMENTED", "DEVICE_ERROR", "OUT_OF_MEMORY",         "WRONG_DEVICE",
-      "WRONG_MECHANISM", "UNKNOWN_ALLOCATION", "RELEASE_QUARANTINED", "CALLBACK_FAILED", "BUSY"};
+  static constexpr std::array<const char*, NXMEM_STATUS_LAST_KNOWN + 1> kNames = {"OK",
+                                                                                  "VERSION_MISMATCH",
+                                                                                  "SHORT_STRUCT",
+                                                                                  "UNSUPPORTED_CAPABILITY",
+                                                                                  "INVALID_ARGUMENT",
+                                                                                  "INTERNAL_ERROR",
+                                                                                  "NOT_IMPLEMENTED",
+                                                                                  "DEVICE_ERROR",
+                                                                                  "OUT_OF_MEMORY",
+                                                                                  "WRONG_DEVICE",
+                                                                                  "WRONG_MECHANISM",
+                                                                                  "UNKNOWN_ALLOCATION",
+                                                                                  "RELEASE_QUARANTINED",
+                                                                                  "CALLBACK_FAILED",
+                                                                                  "BUSY"};
   if (code < kNames.size()) return kNames[code];
   return "UNKNOWN(" + std::to_string(code) + ")";
 }

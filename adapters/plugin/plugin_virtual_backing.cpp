@@ -10,7 +10,8 @@ namespace ortmem::plugin {
 
 Expected<void*, MemoryError> PluginAllocator::allocate_committed(std::size_t bytes, std::size_t align,
                                                                  std::span<const ByteRange> committed) noexcept {
-  return issue(virtual_backing_.allocate_committed, virtual_backing_.ctx, "allocate_committed", bytes, align, committed);
+  return issue(virtual_backing_.allocate_committed, virtual_backing_.ctx, "allocate_committed", bytes, align,
+               committed);
 }
 
 namespace {

@@ -24,7 +24,9 @@ void write_line(const nlohmann::json& event) {
 
 void ChildEventWriter::test_started(const std::string& id) { write_line({{"start", id}}); }
 
-void ChildEventWriter::test_finished(const report::TestResult& result) { write_line({{"end", report::to_json(result)}}); }
+void ChildEventWriter::test_finished(const report::TestResult& result) {
+  write_line({{"end", report::to_json(result)}});
+}
 
 Expected<ChildEvent, std::string> parse_child_event(const std::string& line) {
   const auto event = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);

@@ -47,8 +47,9 @@ Expected<InheritedSettings, std::string> take_inherited_settings(std::optional<s
   if (total || index) {
     const auto shard = parse_shard(index.value_or("") + "/" + total.value_or(""));
     if (!shard) {
-      return fail("GTEST_SHARD_INDEX=" + index.value_or("(unset)") + " and GTEST_TOTAL_SHARDS=" +
-                  total.value_or("(unset)") + " do not name a shard; set both, with 0 <= index < total, or use --shard I/N");
+      return fail("GTEST_SHARD_INDEX=" + index.value_or("(unset)") +
+                  " and GTEST_TOTAL_SHARDS=" + total.value_or("(unset)") +
+                  " do not name a shard; set both, with 0 <= index < total, or use --shard I/N");
     }
     if (!shard_flag) {
       settings.shard = shard;
@@ -90,8 +91,8 @@ Expected<InheritedSettings, std::string> take_inherited_settings(std::optional<s
     if (const auto given = params.find(key); given != params.end()) {
       const auto parsed = parse_seed(given->second);
       if (!parsed || *parsed < least) {
-        return fail("RC_PARAMS has " + std::string(key) + "=" + given->second + ", which is not a whole number of at least " +
-                    std::to_string(least));
+        return fail("RC_PARAMS has " + std::string(key) + "=" + given->second +
+                    ", which is not a whole number of at least " + std::to_string(least));
       }
       if (flag_value && *flag_value != *parsed) {
         return fail(std::string(flag) + " " + std::to_string(*flag_value) + " and RC_PARAMS's " + key + "=" +

@@ -51,9 +51,9 @@ struct InheritedSettings {
 // Reads and then cleans the environment as described above. `random_seed`
 // is used when neither --seed nor RC_PARAMS gives one.
 [[nodiscard]] Expected<InheritedSettings, std::string> take_inherited_settings(std::optional<std::uint64_t> seed_flag,
-                                                                                std::optional<Shard> shard_flag,
-                                                                                ModelBudgetFlags budget,
-                                                                                std::uint64_t random_seed);
+                                                                               std::optional<Shard> shard_flag,
+                                                                               ModelBudgetFlags budget,
+                                                                               std::uint64_t random_seed);
 
 // A seed as the command line gives it: decimal digits that fit 64 bits.
 [[nodiscard]] std::optional<std::uint64_t> parse_seed(std::string_view text);

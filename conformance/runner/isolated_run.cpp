@@ -86,7 +86,7 @@ class StopSignals {
 
  private:
   static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
-  struct sigaction previous_[std::size(kSignals)] {};
+  struct sigaction previous_[std::size(kSignals)]{};
   struct sigaction previous_child_ {};
   bool installed_ = false;
   int received_ = 0;
@@ -101,7 +101,7 @@ struct Child {
   pid_t pid = -1;
   int events = -1;  // read ends of the child's event pipe and stderr
   int errors = -1;
-  Group group;      // the tests not yet started
+  Group group;  // the tests not yet started
   std::optional<std::string> running;
   Clock::time_point running_since;
   Clock::time_point deadline;
@@ -132,9 +132,7 @@ std::string join(const std::deque<std::string>& parts, char separator) {
 class Scheduler {
  public:
   Scheduler(const IsolatedPlan& plan, ResultSink& sink, const std::function<void(const std::string&)>& group_done)
-      : plan_(plan),
-        sink_(sink),
-        group_done_(group_done),
+      : plan_(plan), sink_(sink), group_done_(group_done),
         timeout_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(plan.timeout_s))) {
     for (const auto& tests : plan.groups) {
       if (tests.empty()) continue;
@@ -173,7 +171,8 @@ class Scheduler {
     }
     for (const auto& tests : plan_.groups) {
       for (const auto& id : tests) {
-        if (auto found = results_.find(id); found != results_.end()) outcome.results.push_back(std::move(found->second));
+        if (auto found = results_.find(id); found != results_.end())
+          outcome.results.push_back(std::move(found->second));
       }
     }
     return outcome;
@@ -224,7 +223,8 @@ class Scheduler {
     if (spawned != 0) {
       ::close(events[0]);
       ::close(errors[0]);
-      fail_all(child, report::TestStatus::kError, std::string("cannot start the test process: ") + std::strerror(spawned));
+      fail_all(child, report::TestStatus::kError,
+               std::string("cannot start the test process: ") + std::strerror(spawned));
       return;
     }
     child.events = events[0];
@@ -265,7 +265,8 @@ class Scheduler {
       const ssize_t got = ::read(child.errors, buffer, sizeof buffer);
       if (got <= 0) break;
       child.stderr_tail.append(buffer, static_cast<std::size_t>(got));
-      if (child.stderr_tail.size() > 2 * kStderrTail) child.stderr_tail.erase(0, child.stderr_tail.size() - kStderrTail);
+      if (child.stderr_tail.size() > 2 * kStderrTail)
+        child.stderr_tail.erase(0, child.stderr_tail.size() - kStderrTail);
     }
   }
 

@@ -18,8 +18,13 @@
 namespace ortmem::cts {
 
 report::KitSection kit_section() {
-  return {"ortmem-cts", ORTMEM_KIT_VERSION, ORTMEM_GIT_SHA, spec_catalog().version, ORTMEM_GIT_DIRTY != 0,
-          ORTMEM_BUILD_TYPE, ""};
+  return {"ortmem-cts",
+          ORTMEM_KIT_VERSION,
+          ORTMEM_GIT_SHA,
+          spec_catalog().version,
+          ORTMEM_GIT_DIRTY != 0,
+          ORTMEM_BUILD_TYPE,
+          ""};
 }
 
 std::string version_line() {

@@ -138,7 +138,9 @@ std::string file_in(const std::string& directory, const std::string& mechanism, 
 
 // "The worst of several runs" (run_output.hpp): 2 > 1 > 3 > 0.
 int worse(int a, int b) {
-  const auto rank = [](int code) { return code == kExitUsage ? 3 : code == kExitNotConformant ? 2 : code == kExitIncomplete ? 1 : 0; };
+  const auto rank = [](int code) {
+    return code == kExitUsage ? 3 : code == kExitNotConformant ? 2 : code == kExitIncomplete ? 1 : 0;
+  };
   return rank(a) >= rank(b) ? a : b;
 }
 
@@ -148,12 +150,14 @@ int worse(int a, int b) {
 int run_each_mechanism(const RunOptions& options, const std::vector<std::string>& adapters) {
   const bool several = adapters.size() > 1;
   if (several && (!options.report_path || !names_a_directory(*options.report_path))) {
-    return usage_error("the plugin has " + std::to_string(adapters.size()) +
-                       " mechanisms: give --report DIR/ for one report per mechanism, or --adapter PATH.so#NAME for one");
+    return usage_error(
+        "the plugin has " + std::to_string(adapters.size()) +
+        " mechanisms: give --report DIR/ for one report per mechanism, or --adapter PATH.so#NAME for one");
   }
   for (const auto& [path, flag] : {std::pair{options.junit_path, "--junit"}, std::pair{options.ctrf_path, "--ctrf"}}) {
     if (several && path && !names_a_directory(*path)) {
-      return usage_error(std::string("the plugin has several mechanisms: give ") + flag + " DIR/ as well, for one file each");
+      return usage_error(std::string("the plugin has several mechanisms: give ") + flag +
+                         " DIR/ as well, for one file each");
     }
   }
   std::vector<std::pair<std::string, RunOptions>> runs;
@@ -177,7 +181,8 @@ int run_each_mechanism(const RunOptions& options, const std::vector<std::string>
   if (options.report_path && names_a_directory(*options.report_path)) {
     std::error_code error;
     std::filesystem::create_directories(*options.report_path, error);
-    if (error) return usage_error("cannot create the report directory " + *options.report_path + ": " + error.message());
+    if (error)
+      return usage_error("cannot create the report directory " + *options.report_path + ": " + error.message());
   }
   int status = kExitConformant;
   for (const auto& [mechanism, each] : runs) {
@@ -204,8 +209,8 @@ int list_requirements() {
   const SpecCatalog& catalog = spec_catalog();
   std::cout << "spec " << catalog.version << ", " << catalog.requirements.size() << " requirements\n";
   for (const auto& requirement : catalog.requirements) {
-    std::cout << requirement.id << "  " << requirement.level << "  " << requirement.profile << "  "
-              << requirement.title << '\n';
+    std::cout << requirement.id << "  " << requirement.level << "  " << requirement.profile << "  " << requirement.title
+              << '\n';
   }
   return kExitConformant;
 }
@@ -253,9 +258,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"adapters", "requirements", "tests"}));
   list->add_option("--adapter", list_adapter, "adapter whose tests to list (default host)");
   std::string list_plugin_path;
-  auto* list_plugin_option = list->add_option("--plugin", list_plugin_path, "with `adapters`: list this nxmem plugin's mechanisms");
+  auto* list_plugin_option =
+      list->add_option("--plugin", list_plugin_path, "with `adapters`: list this nxmem plugin's mechanisms");
   std::uint32_t abi_minor = NXMEM_ABI_VERSION_MINOR;
-  const auto abi_minor_help = "the highest nxmem minor the kit offers a plugin: 1 (default) or 0, to certify the minor-0 path";
+  const auto abi_minor_help =
+      "the highest nxmem minor the kit offers a plugin: 1 (default) or 0, to certify the minor-0 path";
   std::string list_format = "text";
   list->add_option("--format", list_format, "text (default) or json")->check(CLI::IsMember({"text", "json"}));
   list->add_option("--abi-minor", abi_minor, abi_minor_help)->check(CLI::Range(0, 1));
@@ -269,53 +276,67 @@ int main(int argc, char** argv) {
   std::string shard;
   std::string report_path;
   auto* run_command = app.add_subcommand("run", "certify one adapter");
-  run_command->add_option("--adapter", options.adapter,
-                          "adapter name (see `list adapters`), or an nxmem plugin: PATH.so[#MECHANISM]")->required();
+  run_command
+      ->add_option("--adapter", options.adapter,
+                   "adapter name (see `list adapters`), or an nxmem plugin: PATH.so[#MECHANISM]")
+      ->required();
   run_command->add_option("--abi-minor", abi_minor, abi_minor_help)->check(CLI::Range(0, 1));
   run_command->add_option("--profile", profiles, "comma-separated profiles whose tests to run (default: all)");
   run_command->add_option("--filter", options.filter, "GoogleTest filter of tests to run (default *)");
   run_command->add_option("--shard", shard, "run shard I of N (0-based), as GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS");
-  auto* seed_option = run_command->add_option("--seed", seed, "seed for property tests, 0 to 2^64-1 (default: random, reported)");
+  auto* seed_option =
+      run_command->add_option("--seed", seed, "seed for property tests, 0 to 2^64-1 (default: random, reported)");
   std::uint64_t model_runs = 0;
   std::uint64_t model_length = 0;
   auto* model_runs_option = run_command->add_option(
       "--model-runs", model_runs, "random command sequences per model-based test (default 100; more explores more)");
-  auto* model_length_option = run_command->add_option(
-      "--model-length", model_length, "the longest command sequence a model-based test tries, in commands (default 100)");
-  auto* report_option = run_command->add_option("--report", report_path, "write the JSON report to FILE, or '-' for stdout; DIR/ for one report per mechanism of a plugin");
-  run_command->add_option("--isolate", isolation, "group (default): a child process per suite; test: per test; none: in this process")
+  auto* model_length_option =
+      run_command->add_option("--model-length", model_length,
+                              "the longest command sequence a model-based test tries, in commands (default 100)");
+  auto* report_option = run_command->add_option(
+      "--report", report_path,
+      "write the JSON report to FILE, or '-' for stdout; DIR/ for one report per mechanism of a plugin");
+  run_command
+      ->add_option("--isolate", isolation,
+                   "group (default): a child process per suite; test: per test; none: in this process")
       ->check(CLI::IsMember({"none", "group", "test"}));
   run_command->add_option("--jobs", options.jobs, "test processes at a time (default: the number of cores)");
   run_command->add_option("--timeout", options.timeout_s, "seconds one test may take (default 60)");
   run_command->add_option("--repeat", options.repeat, "run every test N times; mixed outcomes are reported flaky");
   int stress = 0;
-  auto* stress_option = run_command->add_option(
-      "--stress", stress, "race hunting: --repeat N with background load shaking the scheduling");
+  auto* stress_option = run_command->add_option("--stress", stress,
+                                                "race hunting: --repeat N with background load shaking the scheduling");
   options.memory_limit_mib = default_memory_limit_mib();
   run_command->add_option("--memory-limit", options.memory_limit_mib,
                           "MiB of address space per test process, 0 for none (default: half the memory)");
   run_command->add_flag("--quiet", options.quiet, "no progress on stderr");
   std::string signing_key;
-  auto* sign_option = run_command->add_option("--sign", signing_key, "sign the report with this Ed25519 secret key file");
+  auto* sign_option =
+      run_command->add_option("--sign", signing_key, "sign the report with this Ed25519 secret key file");
   std::string junit_path;
   std::string ctrf_path;
   std::string expectations_path;
   std::string run_id;
-  auto* expectations_option =
-      run_command->add_option("--expectations", expectations_path, "JSON file of expected failures: they become waived");
+  auto* expectations_option = run_command->add_option("--expectations", expectations_path,
+                                                      "JSON file of expected failures: they become waived");
   auto* run_id_option = run_command->add_option("--run-id", run_id, "the run's id, the same for all its shards");
-  auto* junit_option = run_command->add_option("--junit", junit_path, "also write the results as JUnit XML to FILE, or '-'");
-  auto* ctrf_option = run_command->add_option("--ctrf", ctrf_path, "also write the results as CTRF JSON to FILE, or '-'");
+  auto* junit_option =
+      run_command->add_option("--junit", junit_path, "also write the results as JUnit XML to FILE, or '-'");
+  auto* ctrf_option =
+      run_command->add_option("--ctrf", ctrf_path, "also write the results as CTRF JSON to FILE, or '-'");
 
   SpeedProfileOptions profile_options;
-  auto* profile_command =
-      app.add_subcommand("profile", "measure an adapter's allocator beside the reference host allocator (informational)");
-  profile_command->add_option("--adapter", profile_options.adapter, "adapter name, or an nxmem plugin: PATH.so[#MECHANISM]")
+  auto* profile_command = app.add_subcommand(
+      "profile", "measure an adapter's allocator beside the reference host allocator (informational)");
+  profile_command
+      ->add_option("--adapter", profile_options.adapter, "adapter name, or an nxmem plugin: PATH.so[#MECHANISM]")
       ->required();
   profile_command->add_option("--abi-minor", abi_minor, abi_minor_help)->check(CLI::Range(0, 1));
   std::string profile_output;
-  auto* profile_output_option = profile_command->add_option("--output", profile_output, "write the JSON to FILE, or '-' for stdout");
-  profile_command->add_option("--min-time", profile_options.min_time_s, "seconds per measurement, at least (default 0.2)")
+  auto* profile_output_option =
+      profile_command->add_option("--output", profile_output, "write the JSON to FILE, or '-' for stdout");
+  profile_command
+      ->add_option("--min-time", profile_options.min_time_s, "seconds per measurement, at least (default 0.2)")
       ->check(CLI::PositiveNumber);
 
   auto* report_command = app.add_subcommand("report", "work with reports");
@@ -332,7 +353,8 @@ int main(int argc, char** argv) {
   std::string verified_path;
   std::string public_key;
   verify_command->add_option("report", verified_path, "the report file")->required();
-  auto* pubkey_option = verify_command->add_option("--pubkey", public_key, "require a signature by this public key file");
+  auto* pubkey_option =
+      verify_command->add_option("--pubkey", public_key, "require a signature by this public key file");
   auto* merge_command = report_command->add_subcommand("merge", "combine the reports of one run's shards");
   std::vector<std::string> shard_paths;
   std::string merged_path;
@@ -351,8 +373,9 @@ int main(int argc, char** argv) {
   render_command->add_option("--format", render_format, "md (default) or html")->check(CLI::IsMember({"md", "html"}));
   auto* render_output_option = render_command->add_option("--output", render_output, "write here instead of stdout");
   std::string render_speed_profile;
-  auto* render_speed_profile_option = render_command->add_option(
-      "--speed-profile", render_speed_profile, "show this `ortmem-cts profile` JSON of the same adapter after the report");
+  auto* render_speed_profile_option =
+      render_command->add_option("--speed-profile", render_speed_profile,
+                                 "show this `ortmem-cts profile` JSON of the same adapter after the report");
   auto* keygen_command = report_command->add_subcommand("keygen", "make an Ed25519 key pair for --sign and --pubkey");
   std::string secret_path;
   std::string public_path;
@@ -387,7 +410,8 @@ int main(int argc, char** argv) {
   }
   if (list->parsed()) {
     if (list_plugin_option->count() > 0) {
-      if (what != "adapters") return usage_error("--plugin goes with `list adapters`; for tests give --adapter PATH.so#MECHANISM");
+      if (what != "adapters")
+        return usage_error("--plugin goes with `list adapters`; for tests give --adapter PATH.so#MECHANISM");
       return list_plugin(list_plugin_path, abi_minor);
     }
     if (what == "adapters") return list_adapters();
@@ -436,7 +460,9 @@ int main(int argc, char** argv) {
     if (!options.shard) return usage_error("--shard '" + shard + "' is not a shard: give I/N with 0 <= I < N");
   }
   options.report_path = given(report_option, report_path);
-  options.isolation = isolation == "none" ? Isolation::kNone : isolation == "test" ? Isolation::kTest : Isolation::kGroup;
+  options.isolation = isolation == "none"   ? Isolation::kNone
+                      : isolation == "test" ? Isolation::kTest
+                                            : Isolation::kGroup;
   std::stringstream stream(profiles);
   for (std::string profile; std::getline(stream, profile, ',');) {
     if (!profile.empty()) options.profiles.push_back(profile);

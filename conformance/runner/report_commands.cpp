@@ -74,7 +74,8 @@ int verify(const std::string& report_path, const std::optional<std::string>& pub
   for (const auto& warning : verification.warnings) std::cout << "warning: " << warning << '\n';
   if (!verification.ok()) {
     for (const auto& problem : verification.problems) std::cout << "problem: " << problem << '\n';
-    std::cerr << "ortmem-cts: " << report_path << " does not verify (" << verification.problems.size() << " problems)\n";
+    std::cerr << "ortmem-cts: " << report_path << " does not verify (" << verification.problems.size()
+              << " problems)\n";
     return kExitNotConformant;
   }
   const report::Report& verified = *verification.report;
@@ -107,12 +108,13 @@ int diff(const std::string& base_path, const std::string& next_path) {
   auto next = report::read_report_file(next_path);
   if (!next) return usage_error(next.error());
   if (base->adapter.name != next->adapter.name) {
-    return usage_error("the reports are of different adapters ('" + base->adapter.name + "' and '" + next->adapter.name +
-                       "'): diff compares two runs of one adapter");
+    return usage_error("the reports are of different adapters ('" + base->adapter.name + "' and '" +
+                       next->adapter.name + "'): diff compares two runs of one adapter");
   }
   const report::ReportDiff changes = report::diff_reports(*base, *next);
-  for (const auto& [title, lines] : {std::pair{"regression", &changes.regressions}, std::pair{"fix", &changes.fixes},
-                                     std::pair{"new", &changes.new_tests}, std::pair{"removed", &changes.removed_tests}}) {
+  for (const auto& [title, lines] :
+       {std::pair{"regression", &changes.regressions}, std::pair{"fix", &changes.fixes},
+        std::pair{"new", &changes.new_tests}, std::pair{"removed", &changes.removed_tests}}) {
     for (const auto& line : *lines) std::cout << title << ": " << line << '\n';
   }
   std::cout << changes.regressions.size() << " regressions, " << changes.fixes.size() << " fixes, "
@@ -155,12 +157,16 @@ int keygen(const std::string& secret_path, const std::string& public_path) {
   if (!key) return usage_error(key.error());
   // Created 0600 and never over an existing file: a secret is not replaced by accident, nor readable for a moment.
   const int fd = ::open(secret_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return usage_error("--secret '" + secret_path + "': " + std::strerror(errno) + " (an existing key is never overwritten)");
+  if (fd < 0)
+    return usage_error("--secret '" + secret_path + "': " + std::strerror(errno) +
+                       " (an existing key is never overwritten)");
   const std::string secret = report::secret_key_text(*key);
-  const bool written = ::write(fd, secret.data(), secret.size()) == static_cast<ssize_t>(secret.size()) && ::fsync(fd) == 0;
+  const bool written =
+      ::write(fd, secret.data(), secret.size()) == static_cast<ssize_t>(secret.size()) && ::fsync(fd) == 0;
   ::close(fd);
   if (!written) return usage_error("--secret '" + secret_path + "': cannot write the key");
-  if (auto error = report::write_file_atomically(public_path, report::public_key_text(*key))) return usage_error(*error);
+  if (auto error = report::write_file_atomically(public_path, report::public_key_text(*key)))
+    return usage_error(*error);
   std::cout << "secret key: " << secret_path << " (keep it private)\npublic key: " << public_path << '\n';
   return kExitConformant;
 }

@@ -20,7 +20,8 @@ namespace ortmem::cts {
 // `ortmem-cts report render REPORT --format md|html [--output FILE] [--speed-profile FILE]`.
 // With `speed_profile_path`, the speed profile `ortmem-cts profile` wrote for
 // the same adapter is shown after the report (informational).
-[[nodiscard]] int render(const std::string& report_path, const std::string& format, const std::optional<std::string>& output,
+[[nodiscard]] int render(const std::string& report_path, const std::string& format,
+                         const std::optional<std::string>& output,
                          const std::optional<std::string>& speed_profile_path = std::nullopt);
 // `ortmem-cts report keygen --secret FILE --public FILE`.
 [[nodiscard]] int keygen(const std::string& secret_path, const std::string& public_path);

@@ -9,9 +9,7 @@
 
 namespace ortmem::cts {
 
-std::string test_id(const ::testing::TestInfo& info) {
-  return std::string(info.test_suite_name()) + "." + info.name();
-}
+std::string test_id(const ::testing::TestInfo& info) { return std::string(info.test_suite_name()) + "." + info.name(); }
 
 std::string ReproduceCommand::for_test(const std::string& id) const {
   std::string command = program + " run --adapter " + adapter + " --filter '" + id + "' --seed " + std::to_string(seed);
@@ -59,7 +57,8 @@ report::Failure attributed_failure(const ::testing::TestPartResult& part) {
   // GoogleTest gives line -1 for a failure with no source line (an exception
   // out of the test body); the report's "unknown" is 0, and a child's event
   // with -1 would be unreadable, turning the test into an error.
-  report::Failure failure{part.file_name() ? part.file_name() : "", std::max(part.line_number(), 0), part.summary(), {}};
+  report::Failure failure{
+      part.file_name() ? part.file_name() : "", std::max(part.line_number(), 0), part.summary(), {}};
   // The innermost tag names the check: RC_FAIL's message comes before the
   // trace, and GoogleTest lists the traces innermost first.
   const std::string_view text = failure.message;
@@ -80,7 +79,8 @@ report::Failure attributed_failure(const ::testing::TestPartResult& part) {
 
 std::vector<std::string> static_requirements(std::string_view id) {
   // "Adapters/Suite.Name/adapter" -> "Suite.Name".
-  if (const auto slash = id.find('/'); slash != std::string_view::npos && slash < id.find('.')) id.remove_prefix(slash + 1);
+  if (const auto slash = id.find('/'); slash != std::string_view::npos && slash < id.find('.'))
+    id.remove_prefix(slash + 1);
   id = id.substr(0, id.find('/'));
   const auto found = static_coverage().find(id);
   return found == static_coverage().end() ? std::vector<std::string>{} : split_ids(found->second);
@@ -151,9 +151,11 @@ bool ResultCollector::record_timeout(const std::string& id, double limit_s) {
   }
   result.status = report::TestStatus::kTimeout;
   result.duration_s = limit_s;
-  result.failures.push_back({"", 0, "the test did not finish within " + std::to_string(limit_s) +
-                                        " s (a hang or a blocking call); the run was stopped here",
-                            {}});
+  result.failures.push_back({"",
+                             0,
+                             "the test did not finish within " + std::to_string(limit_s) +
+                                 " s (a hang or a blocking call); the run was stopped here",
+                             {}});
   result.reproduce = reproduce_.for_test(result.id);
   results_.push_back(result);
   frozen_ = true;  // the stuck test may still end later; its result must not count

@@ -182,8 +182,14 @@ int run_in_process(RunContext& context, const std::vector<std::string>& tests, c
 int run_isolated_mode(RunContext& context, const std::vector<std::string>& tests, const ReproduceCommand& reproduce) {
   const RunOptions& options = context.options;
   IsolatedPlan plan;
-  plan.child_arguments = {"child", "--adapter", options.adapter, "--seed", std::to_string(context.header.run.seed),
-                          "--parent", std::to_string(::getpid()), "--memory-limit",
+  plan.child_arguments = {"child",
+                          "--adapter",
+                          options.adapter,
+                          "--seed",
+                          std::to_string(context.header.run.seed),
+                          "--parent",
+                          std::to_string(::getpid()),
+                          "--memory-limit",
                           std::to_string(options.memory_limit_mib)};
   if (options.stress) plan.child_arguments.push_back("--stress");
   plan.child_arguments.insert(plan.child_arguments.end(), {"--abi-minor", std::to_string(options.abi_minor)});
@@ -201,9 +207,8 @@ int run_isolated_mode(RunContext& context, const std::vector<std::string>& tests
   std::vector<report::TestResult> results;
   std::string interruption;
   for (int round = 0; round < options.repeat && interruption.empty(); ++round) {
-    IsolatedOutcome outcome = run_isolated(plan, *context.recorder, [&](const std::string& group) {
-      context.recorder->group_done(group);
-    });
+    IsolatedOutcome outcome =
+        run_isolated(plan, *context.recorder, [&](const std::string& group) { context.recorder->group_done(group); });
     results.insert(results.end(), std::make_move_iterator(outcome.results.begin()),
                    std::make_move_iterator(outcome.results.end()));
     if (outcome.interrupted_by != 0) {
@@ -220,7 +225,8 @@ int run_isolated_mode(RunContext& context, const std::vector<std::string>& tests
 int run(const RunOptions& options) {
   auto adapter = make_adapter(options.adapter);
   if (!adapter) {
-    return usage_error("unknown adapter '" + options.adapter + "'; known adapters: " + join(registered_adapters(), ", "));
+    return usage_error("unknown adapter '" + options.adapter +
+                       "'; known adapters: " + join(registered_adapters(), ", "));
   }
   for (const auto& profile : options.profiles) {
     const auto& known = report::all_profiles();
@@ -234,8 +240,9 @@ int run(const RunOptions& options) {
   if (options.jobs < 1) return usage_error("--jobs must be at least 1");
   if (options.repeat < 1) return usage_error("--repeat must be at least 1");
   int to_stdout = 0;
-  for (const auto& [path, option] : {std::pair{&options.report_path, "--report"}, std::pair{&options.junit_path, "--junit"},
-                                     std::pair{&options.ctrf_path, "--ctrf"}}) {
+  for (const auto& [path, option] :
+       {std::pair{&options.report_path, "--report"}, std::pair{&options.junit_path, "--junit"},
+        std::pair{&options.ctrf_path, "--ctrf"}}) {
     if (!*path) continue;
     if (auto problem = report::check_output_path(**path, option)) return usage_error(*problem);
     to_stdout += **path == "-" ? 1 : 0;
@@ -283,15 +290,16 @@ int run(const RunOptions& options) {
   header.kit = kit_section();
   header.adapter = adapter_section(adapter->info());
   header.environment = describe_environment();
-  header.run.id = options.run_id.value_or(
-      std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-" + std::to_string(::getpid()));
+  header.run.id = options.run_id.value_or(std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) +
+                                          "-" + std::to_string(::getpid()));
   header.run.start = header.run.end = iso_now();
   header.run.seed = settings->seed;
   header.run.model_runs = settings->budget.runs;
   header.run.model_length = settings->budget.length;
   header.run.filter = options.filter;
   header.run.profiles = options.profiles.empty() ? report::all_profiles() : options.profiles;
-  if (settings->shard) header.run.shard = std::to_string(settings->shard->index) + "/" + std::to_string(settings->shard->count);
+  if (settings->shard)
+    header.run.shard = std::to_string(settings->shard->index) + "/" + std::to_string(settings->shard->count);
   header.run.isolation = isolation_name(options.isolation);
   header.run.jobs = options.isolation == Isolation::kNone ? 1 : options.jobs;
   header.run.timeout_s = options.timeout_s;
@@ -309,7 +317,8 @@ int run(const RunOptions& options) {
     report::Report placeholder = header;
     placeholder.run.scope.incomplete = true;
     placeholder.run.interruption = "the run has not finished; if its runner was killed, `ortmem-cts report recover " +
-                                   report::journal_path_for(*options.report_path) + "` turns what it finished into a report";
+                                   report::journal_path_for(*options.report_path) +
+                                   "` turns what it finished into a report";
     report::judge_report(spec_catalog().requirements, placeholder);
     if (auto error = report::write_report_file(*options.report_path, placeholder)) return usage_error(*error);
     auto created = report::Journal::create(*options.report_path, header);
@@ -317,7 +326,7 @@ int run(const RunOptions& options) {
     journal.emplace(std::move(*created));
   }
   RunRecorder recorder(std::move(journal), selection.tests.size() * options.repeat, options.quiet,
-                      options.isolation == Isolation::kNone);
+                       options.isolation == Isolation::kNone);
   context.recorder = &recorder;
   const ReproduceCommand reproduce{program, options.adapter, settings->seed, settings->budget};
   if (options.isolation == Isolation::kNone) return run_in_process(context, selection.tests, reproduce);

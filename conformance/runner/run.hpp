@@ -37,16 +37,16 @@ struct RunOptions {
   std::optional<std::string> report_path;  // "-": standard output
   Isolation isolation = Isolation::kGroup;
   int jobs = 1;
-  int repeat = 1;                  // runs of each test; mixed outcomes are flaky
-  bool stress = false;             // background load beside the tests (stress_load.hpp)
-  long memory_limit_mib = 0;       // address space of each test child; 0: none
+  int repeat = 1;             // runs of each test; mixed outcomes are flaky
+  bool stress = false;        // background load beside the tests (stress_load.hpp)
+  long memory_limit_mib = 0;  // address space of each test child; 0: none
   double timeout_s = 60;
   bool quiet = false;
-  std::optional<std::string> signing_key_path;  // --sign
-  std::optional<std::string> junit_path;        // --junit
-  std::optional<std::string> ctrf_path;         // --ctrf
-  std::optional<std::string> expectations_path; // --expectations
-  std::optional<std::string> run_id;            // --run-id, shared by a run's shards
+  std::optional<std::string> signing_key_path;   // --sign
+  std::optional<std::string> junit_path;         // --junit
+  std::optional<std::string> ctrf_path;          // --ctrf
+  std::optional<std::string> expectations_path;  // --expectations
+  std::optional<std::string> run_id;             // --run-id, shared by a run's shards
   std::vector<std::string> command_line;
   // The highest nxmem minor offered to a plugin adapter (--abi-minor).
   std::uint32_t abi_minor = 1;
@@ -64,6 +64,5 @@ struct ChildOptions {
   bool stress = false;
 };
 [[nodiscard]] int run_child(const ChildOptions& options, char* program);
-
 
 }  // namespace ortmem::cts

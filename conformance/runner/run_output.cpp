@@ -41,9 +41,9 @@ void print_summary(const report::Report& result, std::ostream& out) {
     // failure of a test that names it: that may be another rule's check).
     std::string first_failure;
     for (const auto& test : result.tests) {
-      const auto charged = std::find_if(test.failures.begin(), test.failures.end(), [&](const report::Failure& failure) {
-        return report::charges(failure, test, requirement.requirement.id);
-      });
+      const auto charged = std::find_if(
+          test.failures.begin(), test.failures.end(),
+          [&](const report::Failure& failure) { return report::charges(failure, test, requirement.requirement.id); });
       if (charged != test.failures.end()) {
         first_failure = test.id + ": " + located(*charged).substr(0, 300);
         break;
@@ -56,7 +56,9 @@ void print_summary(const report::Report& result, std::ostream& out) {
   for (const auto& waiver : result.waivers) {
     if (waiver.state == "applied") continue;
     out << "  expectation " << (waiver.requirement.empty() ? waiver.test : waiver.requirement) << " is " << waiver.state
-        << (waiver.state == "stale" ? ": it names no test of this run" : waiver.state == "unexpected-pass" ? ": remove it" : "")
+        << (waiver.state == "stale"             ? ": it names no test of this run"
+            : waiver.state == "unexpected-pass" ? ": remove it"
+                                                : "")
         << " (" << waiver.reason << ")\n";
   }
   for (const auto& test : result.tests) {

@@ -15,10 +15,7 @@ constexpr std::size_t kTerminalWidth = 100;
 }  // namespace
 
 RunRecorder::RunRecorder(std::optional<report::Journal> journal, std::size_t total, bool quiet, bool suites_in_sequence)
-    : journal_(std::move(journal)),
-      total_(total),
-      quiet_(quiet),
-      terminal_(isatty(STDERR_FILENO) != 0),
+    : journal_(std::move(journal)), total_(total), quiet_(quiet), terminal_(isatty(STDERR_FILENO) != 0),
       suites_in_sequence_(suites_in_sequence) {}
 
 void RunRecorder::test_started(const std::string& id) {

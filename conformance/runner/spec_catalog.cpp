@@ -14,12 +14,11 @@ const SpecCatalog& spec_catalog() {
     parsed.version = document.at("spec_version").get<std::string>();
     for (const auto& requirement : document.at("requirements")) {
       if (requirement.value("withdrawn", false)) continue;
-      parsed.requirements.push_back({requirement.at("id").get<std::string>(), requirement.at("level").get<std::string>(),
-                                     requirement.at("profile").get<std::string>(),
-                                     requirement.at("title").get<std::string>(),
-                                     requirement.contains("justification"), requirement.value("remedy", ""),
-                                     requirement.value("needs", std::vector<std::string>{}),
-                                     requirement.value("applies_with", "")});
+      parsed.requirements.push_back(
+          {requirement.at("id").get<std::string>(), requirement.at("level").get<std::string>(),
+           requirement.at("profile").get<std::string>(), requirement.at("title").get<std::string>(),
+           requirement.contains("justification"), requirement.value("remedy", ""),
+           requirement.value("needs", std::vector<std::string>{}), requirement.value("applies_with", "")});
     }
     return parsed;
   }();

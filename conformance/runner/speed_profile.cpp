@@ -61,7 +61,9 @@ class Medians final : public benchmark::BenchmarkReporter {
   }
   [[nodiscard]] const std::vector<std::string>& errors() const { return errors_; }
 
-  static std::string threads(const Run& run) { return run.threads > 1 ? "/threads:" + std::to_string(run.threads) : ""; }
+  static std::string threads(const Run& run) {
+    return run.threads > 1 ? "/threads:" + std::to_string(run.threads) : "";
+  }
 
  private:
   std::map<std::string, benchmark::Counter> items_per_second_;
@@ -78,7 +80,8 @@ int speed_profile(const SpeedProfileOptions& options) {
     if (auto problem = report::check_output_path(*options.output, "--output")) return usage_error(*problem);
   }
   std::unique_ptr<Adapter> adapter = make_adapter(options.adapter);
-  if (adapter == nullptr) return usage_error("no adapter named '" + options.adapter + "'; see `ortmem-cts list adapters`");
+  if (adapter == nullptr)
+    return usage_error("no adapter named '" + options.adapter + "'; see `ortmem-cts list adapters`");
   if (const Availability availability = adapter->available(); !availability.available) {
     return usage_error("adapter '" + options.adapter + "' cannot run here: " + availability.reason);
   }
@@ -100,7 +103,8 @@ int speed_profile(const SpeedProfileOptions& options) {
   // Interleaved, the adapter and the reference at each size in turn, so a
   // change in the machine's speed during the run lands on both.
   for (const std::size_t bytes : kSizes) {
-    for (const auto& [who, allocator] : {std::pair{"adapter", measured.get()}, std::pair{"reference", baseline.get()}}) {
+    for (const auto& [who, allocator] :
+         {std::pair{"adapter", measured.get()}, std::pair{"reference", baseline.get()}}) {
       benchmark::RegisterBenchmark(cycle_name(who, bytes).c_str(), cycle, allocator, bytes)->UseRealTime();
     }
   }
@@ -123,7 +127,9 @@ int speed_profile(const SpeedProfileOptions& options) {
   for (const std::size_t bytes : kSizes) {
     const double adapter_ns = 1e9 / medians.rate(cycle_name("adapter", bytes));
     const double reference_ns = 1e9 / medians.rate(cycle_name("reference", bytes));
-    sizes.push_back({{"bytes", bytes}, {"adapter_ns", adapter_ns}, {"reference_ns", reference_ns},
+    sizes.push_back({{"bytes", bytes},
+                     {"adapter_ns", adapter_ns},
+                     {"reference_ns", reference_ns},
                      {"ratio", adapter_ns / reference_ns}});
     table << "  " << std::left << std::setw(10) << bytes << std::right << std::fixed << std::setprecision(1)
           << std::setw(13) << adapter_ns << std::setw(17) << reference_ns << std::setprecision(2) << std::setw(21)
@@ -145,7 +151,8 @@ int speed_profile(const SpeedProfileOptions& options) {
         {"repetitions", 5},
         {"statistic", "median"},
         {"sizes", sizes},
-        {"two_thread_scaling", {{"bytes", kScalingSize}, {"adapter", scaling("adapter")}, {"reference", scaling("reference")}}},
+        {"two_thread_scaling",
+         {{"bytes", kScalingSize}, {"adapter", scaling("adapter")}, {"reference", scaling("reference")}}},
     };
     if (auto error = write_output(*options.output, profile.dump(2) + "\n")) return usage_error("--output: " + *error);
   }

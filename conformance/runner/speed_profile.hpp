@@ -13,9 +13,9 @@
 namespace ortmem::cts {
 
 struct SpeedProfileOptions {
-  std::string adapter;                 // registered already (a plugin's "path#MECHANISM" too)
-  std::optional<std::string> output;   // the JSON, to this file or "-"
-  double min_time_s = 0.2;             // Google Benchmark's least time per measurement
+  std::string adapter;                // registered already (a plugin's "path#MECHANISM" too)
+  std::optional<std::string> output;  // the JSON, to this file or "-"
+  double min_time_s = 0.2;            // Google Benchmark's least time per measurement
 };
 
 // Measures allocate+release at a few sizes and the two-thread scaling of the

@@ -46,10 +46,11 @@ Selection select_tests(const std::vector<std::string>& tests, const SelectionReq
     if (!filter_selects(request.filter, id)) continue;
     if (!request.profiles.empty()) {
       const auto requirements = static_requirements(id);
-      const bool in_profile = std::any_of(requirements.begin(), requirements.end(), [&](const std::string& requirement) {
-        const std::string profile = profile_of(requirement);
-        return std::find(request.profiles.begin(), request.profiles.end(), profile) != request.profiles.end();
-      });
+      const bool in_profile =
+          std::any_of(requirements.begin(), requirements.end(), [&](const std::string& requirement) {
+            const std::string profile = profile_of(requirement);
+            return std::find(request.profiles.begin(), request.profiles.end(), profile) != request.profiles.end();
+          });
       if (!in_profile) continue;
     }
     // Shards split the filtered list round-robin, so every shard of a run
@@ -62,6 +63,5 @@ Selection select_tests(const std::vector<std::string>& tests, const SelectionReq
   selection.subset = selection.tests.size() != tests.size();
   return selection;
 }
-
 
 }  // namespace ortmem::cts

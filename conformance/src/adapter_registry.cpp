@@ -45,9 +45,9 @@ std::string_view control_name(Control control) noexcept {
 }
 
 const std::set<Control>& all_controls() {
-  static const std::set<Control> every = {Control::kFences, Control::kQueueClose, Control::kQueueCapacity,
-                                          Control::kQueueDeviceLoss, Control::kFaultInjection,
-                                          Control::kAllocatorInterposition};
+  static const std::set<Control> every = {Control::kFences,         Control::kQueueClose,
+                                          Control::kQueueCapacity,  Control::kQueueDeviceLoss,
+                                          Control::kFaultInjection, Control::kAllocatorInterposition};
   return every;
 }
 

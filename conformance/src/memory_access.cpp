@@ -32,7 +32,8 @@ WriteProbe MemoryAccess::probe_write(void* ptr, std::uint8_t value) {
   } while (waited < 0 && errno == EINTR);
   if (waited != child) return {WriteProbe::Outcome::kUnknown, std::string("waitpid failed: ") + std::strerror(errno)};
   if (WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS)) {
-    return {WriteProbe::Outcome::kRefused, std::string("a forked child's write was killed by ") + strsignal(WTERMSIG(status))};
+    return {WriteProbe::Outcome::kRefused,
+            std::string("a forked child's write was killed by ") + strsignal(WTERMSIG(status))};
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
     return {WriteProbe::Outcome::kAllowed, "a forked child wrote the byte and exited normally"};

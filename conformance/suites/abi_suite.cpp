@@ -51,9 +51,8 @@ std::uint64_t total(const NxmemUnloadReport& report) {
 
 std::string describe(const NxmemUnloadReport& report) {
   return "allocators " + std::to_string(report.live_allocators) + ", allocations " +
-         std::to_string(report.live_allocations) + ", views " + std::to_string(report.live_views) +
-         ", capabilities " + std::to_string(report.live_capabilities) + ", queued " +
-         std::to_string(report.queued_releases);
+         std::to_string(report.live_allocations) + ", views " + std::to_string(report.live_views) + ", capabilities " +
+         std::to_string(report.live_capabilities) + ", queued " + std::to_string(report.queued_releases);
 }
 
 // The host's side of release_completed for a probe: every completion as it
@@ -165,7 +164,8 @@ class AbiProbe : public AdapterSuite {
   [[nodiscard]] NxmemNegotiateRequest negotiation(std::uint32_t max_minor, std::uint64_t flags) const {
     NxmemNegotiateRequest request{};
     request.struct_size = sizeof request;
-    request.host_range = {NXMEM_ABI_VERSION_MAJOR, NXMEM_ABI_VERSION_MAJOR, NXMEM_ABI_VERSION_MINOR_BASELINE, max_minor};
+    request.host_range = {NXMEM_ABI_VERSION_MAJOR, NXMEM_ABI_VERSION_MAJOR, NXMEM_ABI_VERSION_MINOR_BASELINE,
+                          max_minor};
     request.host_capability_flags = flags;
     return request;
   }
@@ -260,8 +260,8 @@ TEST_P(AbiProbe, NegotiationRefusesWhatItCannotAgreeAndStillNamesItsRange) {
     NxmemNegotiateResponse response{};
     const NxmemStatus status = negotiate(each.request, response);
     ORTMEM_CTS_CHECKING("ABI-001");
-    EXPECT_EQ(status.code, each.expected) << each.what << ": answered " << code_name(status.code) << ", not "
-                                          << code_name(each.expected);
+    EXPECT_EQ(status.code, each.expected)
+        << each.what << ": answered " << code_name(status.code) << ", not " << code_name(each.expected);
     EXPECT_NE(response.plugin_range.major_max, 0U) << each.what << ": the answer left plugin_range empty";
   }
   restore_negotiation();
@@ -391,7 +391,8 @@ TEST_P(AbiProbe, TheUnloadReportIsConservativeWhileLiveAndHonestAfter) {
   for (std::uint64_t id = 1; id <= 3; ++id) made.push_back(allocate(*vtable, id, 1024 * id));
   const auto live = unload_report();
   ASSERT_TRUE(live) << "NxmemQueryUnloadReadiness failed with allocations live";
-  const auto issued = static_cast<std::uint64_t>(std::count_if(made.begin(), made.end(), [](const Made& m) { return m.ok; }));
+  const auto issued =
+      static_cast<std::uint64_t>(std::count_if(made.begin(), made.end(), [](const Made& m) { return m.ok; }));
   EXPECT_GE(live->live_allocations, before->live_allocations + issued)
       << issued << " allocations are live, and the report says " << describe(*live);
   for (const Made& each : made) {
@@ -470,12 +471,14 @@ TEST_P(AbiDeferredProbe, EachTicketCompletesOnceInEnqueueOrderNamingItself) {
   std::uint64_t retired = 0;
   (void)vtable->drain_releases(vtable->ctx, UINT64_MAX, &retired);
   const auto completions = recorder.completions();
-  EXPECT_EQ(completions.size(), tickets.size()) << tickets.size() << " tickets, " << completions.size() << " completions";
+  EXPECT_EQ(completions.size(), tickets.size())
+      << tickets.size() << " tickets, " << completions.size() << " completions";
   for (std::size_t i = 0; i < std::min(completions.size(), tickets.size()); ++i) {
     const NxmemReleaseCompletion& completion = completions[i];
-    EXPECT_EQ(completion.allocation_id, tickets[i].first) << "completion " << i << " is not of the " << i
-                                                          << "th release enqueued";
-    EXPECT_EQ(completion.ticket, tickets[i].second) << "completion " << i << " names another ticket than enqueue returned";
+    EXPECT_EQ(completion.allocation_id, tickets[i].first)
+        << "completion " << i << " is not of the " << i << "th release enqueued";
+    EXPECT_EQ(completion.ticket, tickets[i].second)
+        << "completion " << i << " names another ticket than enqueue returned";
     EXPECT_EQ(completion.mechanism_id, vtable->mechanism_id) << "completion " << i << " names another mechanism";
   }
   vtable->release(vtable->ctx);

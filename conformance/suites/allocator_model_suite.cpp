@@ -43,9 +43,21 @@ rc::Gen<std::size_t> past_small_sizes() {
 }
 
 rc::Gen<std::size_t> edge_biased_size() {
-  static const std::vector<std::size_t> edges = {1,        7,           4095,        4096,        4097,
-                                                 65535,    65536,       65537,       kMiB - 1,    kMiB,
-                                                 kMiB + 1, 2 * kMiB - 1, 2 * kMiB,   2 * kMiB + 1, 2 * kMiB + 65536,
+  static const std::vector<std::size_t> edges = {1,
+                                                 7,
+                                                 4095,
+                                                 4096,
+                                                 4097,
+                                                 65535,
+                                                 65536,
+                                                 65537,
+                                                 kMiB - 1,
+                                                 kMiB,
+                                                 kMiB + 1,
+                                                 2 * kMiB - 1,
+                                                 2 * kMiB,
+                                                 2 * kMiB + 1,
+                                                 2 * kMiB + 65536,
                                                  4 * kMiB + 1};
   return rc::gen::weightedOneOf<std::size_t>({
       {3, rc::gen::elementOf(edges)},
@@ -105,9 +117,7 @@ struct Allocate final : Command {
   std::size_t bytes = *edge_biased_size();
   std::size_t align = *any_alignment();
   explicit Allocate(const Model&) {}
-  void checkPreconditions(const Model& model) const override {
-    RC_PRE(model.live_bytes() + bytes <= kLiveBudget);
-  }
+  void checkPreconditions(const Model& model) const override { RC_PRE(model.live_bytes() + bytes <= kLiveBudget); }
   void apply(Model& model) const override {
     model.live[model.next] = {bytes, align, static_cast<std::uint8_t>(model.next * 37 + 11)};
     ++model.next;
@@ -189,7 +199,10 @@ struct MismatchedRelease final : Command {
       case 0: bytes += 1; break;
       case 1: bytes = bytes > 1 ? bytes - 1 : 2; break;
       case 2: align = align * 2; break;
-      default: target = ptr + (block.bytes > 1 ? 1 : 0); bytes = block.bytes > 1 ? block.bytes - 1 : 2; break;
+      default:
+        target = ptr + (block.bytes > 1 ? 1 : 0);
+        bytes = block.bytes > 1 ? block.bytes - 1 : 2;
+        break;
     }
     const auto outcome = system.allocator->release(target, bytes, align);
     ORTMEM_CTS_RC_ASSERT("ALLOC-020", outcome.is_failed());
@@ -199,8 +212,8 @@ struct MismatchedRelease final : Command {
 };
 
 struct ImpossibleRequest final : Command {
-  std::size_t bytes = *rc::gen::elementOf(std::vector<std::size_t>{
-      (std::size_t{1} << 48) + 3, (std::size_t{1} << 50) + 12345, SIZE_MAX - 4095, SIZE_MAX});
+  std::size_t bytes = *rc::gen::elementOf(
+      std::vector<std::size_t>{(std::size_t{1} << 48) + 3, (std::size_t{1} << 50) + 12345, SIZE_MAX - 4095, SIZE_MAX});
   std::size_t align = *any_alignment();
   explicit ImpossibleRequest(const Model&) {}
   void apply(Model&) const override {}

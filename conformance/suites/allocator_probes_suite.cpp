@@ -27,10 +27,9 @@ constexpr std::size_t kMiB = 1024 * kKiB;
 
 // Sizes at and around the boundaries allocators switch strategy at: pages,
 // 64 KiB granules, 1 and 2 MiB (huge pages, large-object thresholds).
-const std::vector<std::size_t> kEdgeSizes = {1,           4095,         4096,          4097,
-                                             64 * kKiB - 1, 64 * kKiB,  64 * kKiB + 1, kMiB - 1,
-                                             kMiB,        kMiB + 1,     2 * kMiB - 1,  2 * kMiB,
-                                             2 * kMiB + 1, 2 * kMiB + 4096, 2 * kMiB + 64 * kKiB, 4 * kMiB + 1};
+const std::vector<std::size_t> kEdgeSizes = {
+    1,    4095,     4096,         4097,     64 * kKiB - 1, 64 * kKiB,       64 * kKiB + 1,        kMiB - 1,
+    kMiB, kMiB + 1, 2 * kMiB - 1, 2 * kMiB, 2 * kMiB + 1,  2 * kMiB + 4096, 2 * kMiB + 64 * kKiB, 4 * kMiB + 1};
 
 struct Block {
   void* ptr = nullptr;
@@ -98,8 +97,8 @@ class AllocatorProbe : public AdapterSuite {
       // The live block starting at or below this one, and the one after.
       auto next = live_.lower_bound(address);
       if (next != live_.end()) {
-        EXPECT_LE(address + bytes, next->first) << bytes << " bytes at 0x" << std::hex << address
-                                                << " overlap a live block at 0x" << next->first;
+        EXPECT_LE(address + bytes, next->first)
+            << bytes << " bytes at 0x" << std::hex << address << " overlap a live block at 0x" << next->first;
       }
       if (next != live_.begin()) {
         const auto& previous = std::prev(next)->second;
@@ -294,11 +293,15 @@ TEST_P(AllocatorProbe, CompletedReleasesGiveTheMemoryBack) {
   constexpr int kCycles = probe_rounds(32);
   // Both sides of operator new's own alignment: allocators free the two differently.
   const auto grown = growth_over_cycles(
-      kCycles, [](int cycle) { return std::pair{kBlock, std::size_t{cycle % 2 == 0 ? 8u : 4096u}}; }, 0x5C);
+      kCycles,
+      [](int cycle) {
+        return std::pair{kBlock, std::size_t{cycle % 2 == 0 ? 8u : 4096u}};
+      },
+      0x5C);
   if (!grown) return;
-  EXPECT_LT(*grown, kCycles * kBlock / 2) << "after " << kCycles << " completed releases of " << kBlock / kMiB
-                                         << " MiB the process maps " << *grown / kMiB
-                                         << " MiB more: the releases did not give the memory back";
+  EXPECT_LT(*grown, kCycles * kBlock / 2)
+      << "after " << kCycles << " completed releases of " << kBlock / kMiB << " MiB the process maps " << *grown / kMiB
+      << " MiB more: the releases did not give the memory back";
 }
 
 // The same for the padding an over-aligned block needs: an allocator that
@@ -323,11 +326,15 @@ TEST_P(AllocatorProbe, CompletedReleasesGiveTheAlignmentPaddingBack) {
   constexpr int kCycles = 128;
   constexpr std::size_t kBound = 1024 * kMiB;
   const auto grown = growth_over_cycles(
-      kCycles, [](int cycle) { return std::pair{(cycle % 2 == 0 ? 2 : 6) * kMiB, kAlign}; }, 0x6E);
+      kCycles,
+      [](int cycle) {
+        return std::pair{(cycle % 2 == 0 ? 2 : 6) * kMiB, kAlign};
+      },
+      0x6E);
   if (!grown) return;
   EXPECT_LT(*grown, kBound) << "after " << kCycles << " completed releases of 2 and 6 MiB aligned to " << kAlign / kMiB
-                           << " MiB the process maps " << *grown / kMiB
-                           << " MiB more: the releases did not give the alignment padding back";
+                            << " MiB the process maps " << *grown / kMiB
+                            << " MiB more: the releases did not give the alignment padding back";
 }
 
 // ALLOC-002's "unaltered", across sizes: the same cause (no address space
@@ -354,7 +361,8 @@ TEST_P(AllocatorProbe, TheSameCauseGivesTheSameWholeReasonAtEverySize) {
   }
   ASSERT_GT(mapped_pages, 0U);
   constexpr std::size_t kSmall = std::size_t{768} << 20;
-  const rlim_t tight = static_cast<rlim_t>(mapped_pages * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)) + (128 << 20));
+  const rlim_t tight =
+      static_cast<rlim_t>(mapped_pages * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)) + (128 << 20));
   if (saved.rlim_cur != RLIM_INFINITY && saved.rlim_cur <= tight) {
     GTEST_SKIP() << std::string(kNotApplicable) << "the address-space limit is already too tight to lower";
   }
@@ -375,7 +383,8 @@ TEST_P(AllocatorProbe, TheSameCauseGivesTheSameWholeReasonAtEverySize) {
   const std::string& a = small.error().reason();
   const std::string& b = huge.error().reason();
   const bool cut = a != b && (a.starts_with(b) || b.starts_with(a));
-  EXPECT_FALSE(cut) << "one reason is a cut-off copy of the other:\n  " << kSmall << " bytes: " << a << "\n  2^50 bytes: " << b;
+  EXPECT_FALSE(cut) << "one reason is a cut-off copy of the other:\n  " << kSmall << " bytes: " << a
+                    << "\n  2^50 bytes: " << b;
 #endif
 }
 

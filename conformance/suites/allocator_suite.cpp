@@ -76,8 +76,8 @@ TEST_P(Allocator, ReturnsNonNullAlignedAddressesFor1ByteTo4MiBAlignment) {
 
 TEST_P(Allocator, ServesSizesFromZeroTo64MiB) {
   covers("ALLOC-005", "ALLOC-007", "ALLOC-017");
-  for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, std::size_t{1} << 20,
-                            std::size_t{64} << 20}) {
+  for (std::size_t bytes :
+       {std::size_t{0}, std::size_t{1}, std::size_t{4095}, std::size_t{1} << 20, std::size_t{64} << 20}) {
     auto ptr = allocator_->allocate(bytes, 64);
     if (bytes == 0) {
       ORTMEM_CTS_CHECKING("ALLOC-007");
@@ -240,8 +240,8 @@ TEST_P(Allocator, VirtualBackingAcceptsEveryAddressTheAllocatorIssued) {
     ORTMEM_CTS_PRECONDITION();
     ASSERT_NE(backing, nullptr);
   }
-  for (const std::size_t bytes : {std::size_t{64}, std::size_t{70000}, (std::size_t{1} << 20) + 1,
-                                  std::size_t{3} << 20, std::size_t{8} << 20}) {
+  for (const std::size_t bytes :
+       {std::size_t{64}, std::size_t{70000}, (std::size_t{1} << 20) + 1, std::size_t{3} << 20, std::size_t{8} << 20}) {
     SCOPED_TRACE("allocate(" + std::to_string(bytes) + ", 64)");
     void* ptr = allocate_ok(bytes, 64);
     ASSERT_NE(ptr, nullptr);

@@ -220,7 +220,10 @@ TEST_P(Binding, ViewsAreValidatedAndBoundsChecked) {
   ASSERT_TRUE(allocation);
   // (offset, bytes, the end the refusal reports: past SIZE_MAX it says SIZE_MAX)
   for (auto [offset, bytes, end] : {std::tuple<std::size_t, std::size_t, std::size_t>{0, 257, 257},
-                                    {200, 57, 257}, {257, 0, 257}, {1, SIZE_MAX, SIZE_MAX}, {2, SIZE_MAX - 1, SIZE_MAX}}) {
+                                    {200, 57, 257},
+                                    {257, 0, 257},
+                                    {1, SIZE_MAX, SIZE_MAX},
+                                    {2, SIZE_MAX - 1, SIZE_MAX}}) {
     auto view = allocation->view(offset, bytes);
     ASSERT_FALSE(view) << offset << "+" << bytes;
     EXPECT_EQ(view.error().kind(), BindingError::Kind::kViewOutOfBounds);
@@ -289,8 +292,7 @@ TEST_P(Binding, RefusalsNameTheDeviceAndPassTheMechanismsErrorOn) {
                                              .actual_device = elsewhere});
   auto unbound = registry.bind(unused);
   ASSERT_FALSE(unbound);
-  ORTMEM_CTS_EXPECT_NAMES(unbound.error(),
-                          {.kind = BindingError::Kind::kNoSelectedMechanism, .actual_device = unused});
+  ORTMEM_CTS_EXPECT_NAMES(unbound.error(), {.kind = BindingError::Kind::kNoSelectedMechanism, .actual_device = unused});
 
   auto context = *registry.register_provider_context(elsewhere);
   auto authority = *registry.register_authority(elsewhere);
@@ -308,9 +310,9 @@ TEST_P(Binding, RefusalsNameTheDeviceAndPassTheMechanismsErrorOn) {
   auto lost = binding->allocate(64, 8);
   ASSERT_FALSE(lost);
   EXPECT_EQ(lost.error().kind(), BindingError::Kind::kDeviceLost);
-  ORTMEM_CTS_EXPECT_NAMES(lost.error(), {.kind = BindingError::Kind::kDeviceLost,
-                                         .actual_device = elsewhere,
-                                         .loss_reason = "test: device 9 reset"});
+  ORTMEM_CTS_EXPECT_NAMES(
+      lost.error(),
+      {.kind = BindingError::Kind::kDeviceLost, .actual_device = elsewhere, .loss_reason = "test: device 9 reset"});
 }
 
 TEST_P(Binding, IdentitiesAreNamedApartInMessages) {
@@ -341,9 +343,9 @@ TEST_P(Binding, RemovedHandlesAreRefusedAsUnregisteredByName) {
   ASSERT_TRUE(registry.remove(mechanism));
   const ExpectedBindingError gone{.kind = BindingError::Kind::kUnregisteredMechanism, .mechanism = mechanism.identity};
   ORTMEM_CTS_CHECKING("BIND-018");
-  for (const BindingError& error : {registry.snapshot(mechanism).error(), registry.select(mechanism).error(),
-                                    registry.retire(mechanism).error(), registry.bind_registered(mechanism).error(),
-                                    registry.quarantined(mechanism).error()}) {
+  for (const BindingError& error :
+       {registry.snapshot(mechanism).error(), registry.select(mechanism).error(), registry.retire(mechanism).error(),
+        registry.bind_registered(mechanism).error(), registry.quarantined(mechanism).error()}) {
     EXPECT_EQ(error.kind(), BindingError::Kind::kUnregisteredMechanism) << error.message();
     ORTMEM_CTS_EXPECT_NAMES(error, gone);
   }
@@ -370,7 +372,7 @@ TEST_P(Binding, RemovedHandlesAreRefusedAsUnregisteredByName) {
 TEST_P(Binding, TheFirstMechanismIsSelectedAndLaterOnesOnlyBySelect) {
   covers("BIND-005", "BIND-006", "BIND-008");
   auto later = harness_->registry.register_trusted_composite(harness_->context_registration, harness_->authority,
-                                                            adapter().make_allocator());
+                                                             adapter().make_allocator());
   ASSERT_TRUE(later);
   EXPECT_EQ(harness_->registry.bind(info().device)->identity().mechanism, harness_->mechanism.identity);
   ASSERT_TRUE(harness_->registry.select(*later));

@@ -111,7 +111,8 @@ TEST_P(PinConcurrency, AContextDestroyedAsItsLastPinIsReleasedElsewhereIsSafe) {
         return;
       }
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      while (context->outstanding_pins() != std::optional<std::uint64_t>{0} && std::chrono::steady_clock::now() < deadline) {
+      while (context->outstanding_pins() != std::optional<std::uint64_t>{0} &&
+             std::chrono::steady_clock::now() < deadline) {
       }
       if (context->outstanding_pins() == std::optional<std::uint64_t>{0}) {
         saw_zero = true;
@@ -272,8 +273,8 @@ TEST_P(QueueConcurrency, OverlappingDrainsRunEachRequestOnceInEnqueueOrder) {
     // A drain turned away while another ran may leave the rest to a later one.
     counted.fetch_add(queue->drain());
     ORTMEM_CTS_CHECKING("DQ-002");
-    EXPECT_EQ(counted.load(), total) << kThreads << " drains at once counted " << counted.load() << " runs of "
-                                     << total << " requests";
+    EXPECT_EQ(counted.load(), total) << kThreads << " drains at once counted " << counted.load() << " runs of " << total
+                                     << " requests";
     const std::vector<void*> order = harness_->release_order(*queue);
     ASSERT_GE(order.size(), ran_before);
     EXPECT_EQ(std::vector<void*>(order.begin() + static_cast<std::ptrdiff_t>(ran_before), order.end()), enqueued)
@@ -510,8 +511,8 @@ TEST_P(QueueConcurrency, ADrainMeetingADeviceLossSettlesEachRequestOnce) {
     const std::size_t run = order.size() - run_before;
     const std::size_t quarantined = quarantined_now() - quarantined_before;
     EXPECT_EQ(queue->queue().pending(), 0U) << "requests were left pending after the loss";
-    EXPECT_EQ(run + quarantined, requests) << "of " << requests << " requests, " << run << " were released and "
-                                           << quarantined << " quarantined";
+    EXPECT_EQ(run + quarantined, requests)
+        << "of " << requests << " requests, " << run << " were released and " << quarantined << " quarantined";
     std::vector<void*> released(order.begin() + static_cast<std::ptrdiff_t>(run_before), order.end());
     std::sort(released.begin(), released.end());
     EXPECT_EQ(std::adjacent_find(released.begin(), released.end()), released.end()) << "a request was released twice";
@@ -543,7 +544,8 @@ void QueueConcurrency::fill_and_drain(QueueUnderTest& queue_under_test, int per_
   }
   {
     ORTMEM_CTS_CHECKING("DQ-011");
-    EXPECT_EQ(seen_over.load(), 0U) << "pending() read " << seen_over.load() << " with at most " << total << " enqueued";
+    EXPECT_EQ(seen_over.load(), 0U) << "pending() read " << seen_over.load() << " with at most " << total
+                                    << " enqueued";
     EXPECT_EQ(queue->queue().pending(), total) << "pending() after 8 threads enqueued " << total;
   }
   queue->signal_fences();
@@ -697,10 +699,11 @@ TEST_P(CapabilityConcurrency, CommitsAndDecommitsFromEightThreadsReturnWhatTheyW
         memory.fill(third, kProbe, value);
         const auto unmapped = backing->decommit_allocation_range(ptr, bytes, 64, 0, granule);
         if (!unmapped || *unmapped != granule) {
-          fail("decommit of the first granule: " + (unmapped ? std::to_string(*unmapped) + " bytes unmapped"
-                                                              : unmapped.error().message()));
+          fail("decommit of the first granule: " +
+               (unmapped ? std::to_string(*unmapped) + " bytes unmapped" : unmapped.error().message()));
         }
-        if (committed() != granule) fail("committed bytes after the first granule's decommit: " + std::to_string(committed()));
+        if (committed() != granule)
+          fail("committed bytes after the first granule's decommit: " + std::to_string(committed()));
         if (!reads_as(memory, third, kProbe, value)) fail("the third granule lost what this thread wrote");
       }
       if (!allocator->release(ptr, bytes, 64).is_complete()) fail("the release was not Complete");

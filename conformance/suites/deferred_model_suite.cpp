@@ -93,8 +93,8 @@ enum class Fence : std::uint8_t { kUnpassed, kMaybe, kPassed };
 
 // How a request reaches the queue.
 enum Path : int {
-  kOwnPin,       // prepare, the queue's own pin, enqueue: the refusal is seen whole
-  kForeignPin,   // the same with another context's pin, which a queue may refuse
+  kOwnPin,           // prepare, the queue's own pin, enqueue: the refusal is seen whole
+  kForeignPin,       // the same with another context's pin, which a queue may refuse
   kThroughRegistry,  // release_deferred: the registry pins, enqueues, quarantines a rejection
 };
 // What the test does with a request the queue handed back.
@@ -147,7 +147,9 @@ void show_spec(std::ostream& os, const Spec& spec) {
     case kForeignPin: os << "with another context's pin"; break;
     default: os << "through the registry"; return;
   }
-  os << (spec.handling == kExecute ? ", executed" : spec.handling == kQuarantine ? ", quarantined" : ", dropped")
+  os << (spec.handling == kExecute      ? ", executed"
+         : spec.handling == kQuarantine ? ", quarantined"
+                                        : ", dropped")
      << " if refused";
 }
 
@@ -418,8 +420,8 @@ struct System {
     const Rejection rejection = result.error().rejection();
     judge_rejection(owed_then, rejection);
     const PreparedAllocationRelease& back = result.error().request();
-    const bool the_very_request_comes_back = back.is_armed() && back.identity() == identity &&
-                                             back.data() == address && back.size() == spec.bytes;
+    const bool the_very_request_comes_back =
+        back.is_armed() && back.identity() == identity && back.data() == address && back.size() == spec.bytes;
     ORTMEM_CTS_RC_ASSERT("DQ-005", the_very_request_comes_back);
     Own own;
     if (spec.handling == kExecute) {
@@ -480,9 +482,9 @@ struct System {
     const Rejection rejection = *disposition->rejection();
     judge_rejection(owed_then, rejection);
     const auto& outcome = disposition->outcome();
-    const bool quarantined_with_the_rejection = outcome.has_value() && outcome->residual() != nullptr &&
-                                                outcome->residual()->reason ==
-                                                    QuarantineReason::enqueue_rejected(rejection);
+    const bool quarantined_with_the_rejection =
+        outcome.has_value() && outcome->residual() != nullptr &&
+        outcome->residual()->reason == QuarantineReason::enqueue_rejected(rejection);
     ORTMEM_CTS_RC_ASSERT("DQ-007", quarantined_with_the_rejection);
     Own own;
     own.quarantined = address;
@@ -502,7 +504,7 @@ struct System {
   std::unique_ptr<ContextUnderTest> foreign;  // another context, for pins that are not the queue's
   std::unique_ptr<QueueUnderTest> queue;
   std::optional<std::size_t> capacity;  // the queue's own, as capacity() reports it
-  std::deque<Waiting> waiting;  // the Ledger: what the queue holds, oldest first
+  std::deque<Waiting> waiting;          // the Ledger: what the queue holds, oldest first
   int next_serial = 0;
   int slow_enqueues = 0;
   std::size_t seen_calls = 0;
@@ -543,9 +545,9 @@ struct Burst final : Command {
     for (int i = 0; i < count; ++i) specs.push_back(any_spec(model));
   }
   void checkPreconditions(const Model& model) const override {
-    RC_PRE(!model.retiring || (model.offers_after_retirement &&
-                               std::none_of(specs.begin(), specs.end(),
-                                            [](const Spec& spec) { return spec.path == kForeignPin; })));
+    RC_PRE(!model.retiring ||
+           (model.offers_after_retirement &&
+            std::none_of(specs.begin(), specs.end(), [](const Spec& spec) { return spec.path == kForeignPin; })));
   }
   void apply(Model&) const override {}
   void run(const Model& model, System& system) const override {

@@ -109,12 +109,14 @@ TEST_P(DeferredProbe, RequestsDrainedIntoALostMechanismLeaveTheContextFreeToTear
     target->signal_fences();
     (void)target->drain();
     ASSERT_EQ(target->queue().pending(), 0U) << "requests whose fences had passed were still waiting after a drain";
-    ASSERT_EQ(harness_->allocator->release_calls.load(), 0U) << "the kit called the allocator of a device-lost mechanism";
+    ASSERT_EQ(harness_->allocator->release_calls.load(), 0U)
+        << "the kit called the allocator of a device-lost mechanism";
   }
   harness_->context->begin_retirement();
   ORTMEM_CTS_CHECKING("DQ-013");
   EXPECT_TRUE(harness_->context->teardown(std::chrono::steady_clock::now() + std::chrono::seconds(5)))
-      << "a queue holding only the residuals of " << pending << " requests settled at the device-lost gate kept its context";
+      << "a queue holding only the residuals of " << pending
+      << " requests settled at the device-lost gate kept its context";
 }
 
 TEST_P(DeferredProbe, ABatchOfThirtyTwoRunsInFifoOrder) {

@@ -27,7 +27,6 @@ class Deferred : public RegistrySuite {
     queue_->record_use();
   }
 
-
   // Enqueues a fresh request with `pin`, which is no claim on the queue's
   // context, and judges the answer (see APinThatClaimsNothingIsRefusedOrReplaced).
   void expect_refused_or_pinned(ProviderContextPin pin) {
@@ -400,8 +399,8 @@ class ReenteringQueue final : public DeferredReleaseQueue {
  public:
   ReenteringQueue(DeferredReleaseQueue& inner, RegistryHarness& harness) : inner_(inner), harness_(harness) {}
   Expected<ProviderContextPin, ProviderContextPinError> pin_context() noexcept override { return inner_.pin_context(); }
-  Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(
-      PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept override {
+  Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(PreparedAllocationRelease&& request,
+                                                           ProviderContextPin pin) noexcept override {
     reentered_snapshot = harness_.snapshot().queued_releases == 1;
     reentered_registry = !harness_.registry.snapshots().empty();
     return inner_.enqueue(std::move(request), std::move(pin));

@@ -242,14 +242,15 @@ TEST_P(Lifecycle, ASelectRacingARetireNeverLeavesARetiredMechanismSelected) {
                         std::string(lifecycle_name(lifecycle));
       }
     } else if (bound.error().kind() != BindingError::Kind::kNoSelectedMechanism) {
-      left_selected = "round " + std::to_string(round) + ": bind(device) found a selection it could not bind: " +
-                      bound.error().message();
+      left_selected = "round " + std::to_string(round) +
+                      ": bind(device) found a selection it could not bind: " + bound.error().message();
     }
     for (const auto& each : {*prior, *candidate}) {
       (void)registry().retire(each);
       const auto removed = registry().remove(each);
       ORTMEM_CTS_PRECONDITION();
-      ASSERT_TRUE(removed || removed.error().kind() == BindingError::Kind::kUnregisteredMechanism) << removed.error().message();
+      ASSERT_TRUE(removed || removed.error().kind() == BindingError::Kind::kUnregisteredMechanism)
+          << removed.error().message();
     }
   }
   EXPECT_EQ(left_selected, "") << "a select racing a retire left a retired mechanism selected";
@@ -304,10 +305,8 @@ TEST_P(Lifecycle, BindingsOutliveTheRegistryAndTearDownInOrder) {
   std::optional<OwningAllocation> survivor;
   {
     auto registry = *BindingRegistry::create();
-    auto context = *registry.register_provider_context(
-        info().device, std::make_shared<LoggedResource>(log, "context"));
-    auto authority = *registry.register_authority(info().device,
-                                                  std::make_shared<LoggedResource>(log, "authority"));
+    auto context = *registry.register_provider_context(info().device, std::make_shared<LoggedResource>(log, "context"));
+    auto authority = *registry.register_authority(info().device, std::make_shared<LoggedResource>(log, "authority"));
     auto mechanism =
         registry.register_allocator(context, authority, std::make_shared<LoggingAllocator>(watched_allocator(), log));
     ASSERT_TRUE(mechanism);
@@ -437,8 +436,8 @@ TEST_P(Lifecycle, EveryRegistryOperationFromManyThreadsAtOnceKeepsTheRegistryWho
   };
   std::atomic<int> ready{0};
   std::atomic<std::size_t> granted{0};  // allocations made (an allocator may refuse some: its right)
-  std::atomic<bool> wandered{false};     // an allocator's device() changed: ALLOC-010's to judge
-  std::atomic<bool> loss_began{false};   // set before the invalidation, so a worker that sees its effect sees this
+  std::atomic<bool> wandered{false};    // an allocator's device() changed: ALLOC-010's to judge
+  std::atomic<bool> loss_began{false};  // set before the invalidation, so a worker that sees its effect sees this
   std::vector<std::thread> workers;
   for (int t = 0; t < kThreads; ++t) {
     workers.emplace_back([&, t] {
@@ -460,7 +459,8 @@ TEST_P(Lifecycle, EveryRegistryOperationFromManyThreadsAtOnceKeepsTheRegistryWho
           expect(false, mechanism.error(), "registering an allocator");
           return;
         }
-        if (auto selected = registry().select(*mechanism); !selected) expect(lost(selected.error()), selected.error(), "select");
+        if (auto selected = registry().select(*mechanism); !selected)
+          expect(lost(selected.error()), selected.error(), "select");
         if (auto bound = registry().bind(device); !bound) expect(lost(bound.error()), bound.error(), "bind");
         (void)registry().snapshots();
         if (auto binding = registry().bind_registered(*mechanism)) {
@@ -489,7 +489,8 @@ TEST_P(Lifecycle, EveryRegistryOperationFromManyThreadsAtOnceKeepsTheRegistryWho
           left.push_back({*context, *mechanism});
           continue;
         }
-        if (auto gone = registry().remove_provider_context(*context); !gone) expect(false, gone.error(), "remove context");
+        if (auto gone = registry().remove_provider_context(*context); !gone)
+          expect(false, gone.error(), "remove context");
         if (auto gone = registry().remove_authority(*authority); !gone) expect(false, gone.error(), "remove authority");
       }
     });
@@ -541,7 +542,7 @@ TEST_P(Lifecycle, EachRegistryOperationMeetingItselfKeepsTheRegistryWhole) {
   };
   std::vector<Own> own(kThreads);
   std::mutex mutex;
-  std::string unexpected;              // the first thing a whole registry would not do
+  std::string unexpected;             // the first thing a whole registry would not do
   std::atomic<bool> wandered{false};  // ALLOC-010's to judge
   const auto expect = [&](bool fine, const std::string& what) {
     if (fine) return;
@@ -576,7 +577,8 @@ TEST_P(Lifecycle, EachRegistryOperationMeetingItselfKeepsTheRegistryWhole) {
         wandered = true;
         return;
       }
-      expect(mechanism.has_value(), "registering an allocator failed: " + (mechanism ? "" : mechanism.error().message()));
+      expect(mechanism.has_value(),
+             "registering an allocator failed: " + (mechanism ? "" : mechanism.error().message()));
       if (mechanism) mine.mechanisms.push_back(*mechanism);
     }
   });
@@ -636,7 +638,8 @@ TEST_P(Lifecycle, EachRegistryOperationMeetingItselfKeepsTheRegistryWhole) {
     for (int pass = 0; pass < 8; ++pass) {
       for (const auto& mechanism : neighbours(t)) (void)registry().snapshot(mechanism);
       for (const auto& binding : bindings) {
-        expect(binding.quarantined().size() <= static_cast<std::size_t>(kLive), "a mechanism listed more quarantined "
+        expect(binding.quarantined().size() <= static_cast<std::size_t>(kLive),
+               "a mechanism listed more quarantined "
                "allocations than it ever granted");
       }
     }
@@ -657,7 +660,8 @@ TEST_P(Lifecycle, EachRegistryOperationMeetingItselfKeepsTheRegistryWhole) {
       for (std::size_t i = 1; i < mine.mechanisms.size(); i += 2) (void)registry().retire(mine.mechanisms[i]);
     }
     while (!lost.load()) {
-      for (const auto& mechanism : mine.mechanisms) expect(registry().snapshot(mechanism).has_value(), "snapshot failed");
+      for (const auto& mechanism : mine.mechanisms)
+        expect(registry().snapshot(mechanism).has_value(), "snapshot failed");
     }
     if (t % 2 == 0) {
       for (auto& owner : mine.owners) (void)std::move(owner).release_now();
@@ -729,7 +733,8 @@ TEST_P(Lifecycle, EachRegistryOperationMeetingItselfKeepsTheRegistryWhole) {
   phase("remove", [&](int, Own& mine) {
     for (const auto& mechanism : mine.mechanisms) {
       const auto removed = registry().remove(mechanism);
-      expect(removed.has_value(), "removing a terminated mechanism failed: " + (removed ? "" : removed.error().message()));
+      expect(removed.has_value(),
+             "removing a terminated mechanism failed: " + (removed ? "" : removed.error().message()));
     }
   });
   phase("remove_authority", [&](int, Own& mine) {

@@ -196,9 +196,7 @@ TEST_P(Owning, AssigningOverALiveOwnerAbandonsItAndMovesTheViews) {
   auto blocked = std::move(target).release_now();
   ASSERT_FALSE(blocked) << "a view lent before the move did not block the release";
   target = std::move(blocked.error()).take_allocation();
-  {
-    auto gone = std::move(view);
-  }
+  { auto gone = std::move(view); }
   auto outcome = std::move(target).release_now();
   ASSERT_TRUE(outcome);
   EXPECT_EQ(releases(), 1U);
@@ -255,9 +253,9 @@ TEST_P(Owning, ExecuteAfterDeviceLossQuarantinesWithoutTheAllocator) {
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().kind(), BindingError::Kind::kDeviceLost);
   EXPECT_NE(refused.error().message().find("test: lost"), std::string::npos);
-  ORTMEM_CTS_EXPECT_NAMES(refused.error(), {.kind = BindingError::Kind::kDeviceLost,
-                                            .actual_device = info().device,
-                                            .loss_reason = "test: lost"});
+  ORTMEM_CTS_EXPECT_NAMES(
+      refused.error(),
+      {.kind = BindingError::Kind::kDeviceLost, .actual_device = info().device, .loss_reason = "test: lost"});
   // The device was lost once, by the first invalidation: a later one changes nothing, its reason included.
   ASSERT_TRUE(harness_->registry.invalidate_device(info().device, "test: lost again"));
   auto again = binding().allocate_owning(64, 8);
@@ -272,8 +270,9 @@ TEST_P(Owning, DeviceLossBeforePrepareHandsTheOwnerBack) {
   auto refused = std::move(allocation).release_now();
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().error().kind(), BindingError::Kind::kDeviceLost);
-  ORTMEM_CTS_EXPECT_NAMES(refused.error().error(),
-                          {.kind = BindingError::Kind::kDeviceLost, .actual_device = info().device, .loss_reason = "lost"});
+  ORTMEM_CTS_EXPECT_NAMES(
+      refused.error().error(),
+      {.kind = BindingError::Kind::kDeviceLost, .actual_device = info().device, .loss_reason = "lost"});
   EXPECT_TRUE(refused.error().allocation().owns());
   // Prepare is refused the same way, and hands the same owner back still owning.
   auto prepared = std::move(refused.error()).take_allocation().prepare_release();
@@ -325,9 +324,9 @@ TEST_P(Owning, QuarantineIsClearedOnlyByConfirmedTermination) {
   ASSERT_FALSE(removed);
   EXPECT_EQ(removed.error().kind(), BindingError::Kind::kQuarantinedOwnership) << "quarantine must be reported first";
   EXPECT_EQ(removed.error().count(), 1U);
-  ORTMEM_CTS_EXPECT_NAMES(removed.error(), {.kind = BindingError::Kind::kQuarantinedOwnership,
-                                            .mechanism = harness_->mechanism.identity,
-                                            .count = 1});
+  ORTMEM_CTS_EXPECT_NAMES(
+      removed.error(),
+      {.kind = BindingError::Kind::kQuarantinedOwnership, .mechanism = harness_->mechanism.identity, .count = 1});
   ASSERT_TRUE(harness_->registry.invalidate_device(info().device, "gone"));
   ASSERT_TRUE(harness_->registry.confirm_context_terminated(harness_->context_registration));
   const MechanismSnapshot snapshot = harness_->snapshot();

@@ -204,8 +204,8 @@ struct System {
   }
 
   Adapter& adapter;
-  Crew& crew;          // threads that take, drop and churn pins
-  Crew& bystander;     // a thread that never takes or holds a pin, for teardown
+  Crew& crew;       // threads that take, drop and churn pins
+  Crew& bystander;  // a thread that never takes or holds a pin, for teardown
   Watchdog& watchdog;
   // A teardown had to be rescued: this run has failed, and the test's later
   // runs (RapidCheck shrinking it) pass at once rather than get stuck again.
@@ -420,9 +420,7 @@ struct Churn final : Command {
     observe(model, system);
     if (!system.context->outstanding_pins()) system.churn_unseen = true;
   }
-  void show(std::ostream& os) const override {
-    os << threads << " threads pin and unpin " << rounds << " times each";
-  }
+  void show(std::ostream& os) const override { os << threads << " threads pin and unpin " << rounds << " times each"; }
 };
 
 struct BeginRetirement final : Command {
@@ -540,7 +538,10 @@ rc::Gen<std::shared_ptr<const Command>> next_command(const Model& model) {
   const bool accepting = model.lifecycle == Lifecycle::kActive && !model.teardown_tried;
   const bool torn_down = model.lifecycle == Lifecycle::kTornDown;
   return rc::gen::weightedOneOf<std::shared_ptr<const Command>>({
-      {accepting ? 10U : torn_down ? 1U : 2U, execOneOfWithArgs<TakePins>()(model)},
+      {accepting   ? 10U
+       : torn_down ? 1U
+                   : 2U,
+       execOneOfWithArgs<TakePins>()(model)},
       {6, execOneOfWithArgs<DropPin>()(model)},
       {accepting ? 2U : 1U, execOneOfWithArgs<Churn>()(model)},
       {1, execOneOfWithArgs<BeginRetirement>()(model)},

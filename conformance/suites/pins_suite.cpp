@@ -194,8 +194,8 @@ TEST_P(Pins, PinsCanBeTakenAndDroppedThousandsOfTimes) {
   }
   for (int cycle = 0; cycle < 5000; ++cycle) {
     auto pin = context_->pins().pin();
-    ASSERT_TRUE(pin) << "pin() refused on cycle " << cycle << " with four claims outstanding: "
-                     << pin.error().message();
+    ASSERT_TRUE(pin) << "pin() refused on cycle " << cycle
+                     << " with four claims outstanding: " << pin.error().message();
   }
   held.clear();
   ORTMEM_CTS_CHECKING("PIN-006");

@@ -144,8 +144,8 @@ void check_against_model(const LifecycleModel& model, LifecycleSut& sut) {
   if (model.terminated) return;
   for (const auto& [slot, allocation] : model.live) {
     // The bytes are the allocator's to keep (ALLOC-015), whatever the binding did.
-    ORTMEM_CTS_RC_ASSERT("ALLOC-015", reads_as(sut.adapter.memory(), sut.owners.at(slot).data(), allocation.bytes,
-                                               allocation.pattern));
+    ORTMEM_CTS_RC_ASSERT(
+        "ALLOC-015", reads_as(sut.adapter.memory(), sut.owners.at(slot).data(), allocation.bytes, allocation.pattern));
   }
 }
 
@@ -384,8 +384,8 @@ struct Remove final : LifecycleCommand {
 };
 
 TEST_P(Property, TheBindingLifecycleMatchesItsModel) {
-  covers("OWN-002", "OWN-003", "OWN-005", "OWN-008", "REL-008", "DQ-001", "DQ-002", "DQ-008", "TEAR-011",
-         "TEAR-013", "TEAR-014");
+  covers("OWN-002", "OWN-003", "OWN-005", "OWN-008", "REL-008", "DQ-001", "DQ-002", "DQ-008", "TEAR-011", "TEAR-013",
+         "TEAR-014");
   ORTMEM_CTS_REQUIRE(Capability::kDeferredQueue);
   ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
   check_model([this] {
@@ -397,10 +397,10 @@ TEST_P(Property, TheBindingLifecycleMatchesItsModel) {
     pin->reset();
     LifecycleModel initial;
     initial.queue_frees_itself = sut.queue->settled_itself().has_value();
-    rc::state::check(initial, sut,
-                     rc::state::gen::execOneOfWithArgs<Allocate, Allocate, LendView, DropView, ReleaseNow,
-                                                       ReleaseDeferred, SignalAndDrain, DropOwner, Retire, Invalidate,
-                                                       ConfirmTermination, Remove>());
+    rc::state::check(
+        initial, sut,
+        rc::state::gen::execOneOfWithArgs<Allocate, Allocate, LendView, DropView, ReleaseNow, ReleaseDeferred,
+                                          SignalAndDrain, DropOwner, Retire, Invalidate, ConfirmTermination, Remove>());
   });
 }
 

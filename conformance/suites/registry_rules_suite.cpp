@@ -34,9 +34,8 @@ class CapabilityProbe final : public CallingBackAllocator, public VirtualBacking
   static constexpr std::string_view kRefusal = "capability probe: refused as told";
   static constexpr std::uint64_t kUnmapped = 4093;
   static constexpr std::size_t kCommitted = 8191;
-  static constexpr SharedPrefixCommitInfo kCommitInfo{.additional_owned_bytes = 3,
-                                                      .newly_mapped_bytes = 4099,
-                                                      .granules = 7};
+  static constexpr SharedPrefixCommitInfo kCommitInfo{
+      .additional_owned_bytes = 3, .newly_mapped_bytes = 4099, .granules = 7};
 
   [[nodiscard]] MemoryError refusal(std::size_t bytes) const {
     return MemoryError::allocation_failed(Tier::kDevice, bytes, std::string(kRefusal));
@@ -145,7 +144,8 @@ TEST_P(RegistryRules, BoundCapabilitiesRevalidateOnEveryCall) {
   auto after = mine.decommit(stale, 0, 4096);
   ASSERT_FALSE(after);
   EXPECT_EQ(after.error().kind(), BindingError::Kind::kStaleAllocation);
-  ORTMEM_CTS_EXPECT_NAMES(after.error(), {.kind = BindingError::Kind::kStaleAllocation, .allocation = stale.identity()});
+  ORTMEM_CTS_EXPECT_NAMES(after.error(),
+                          {.kind = BindingError::Kind::kStaleAllocation, .allocation = stale.identity()});
   EXPECT_EQ(probe_->calls.load(), 1) << "a stale decommit reached the capability";
 
   auto shared = **binding_->shared_mapping();
@@ -334,9 +334,9 @@ TEST_P(RegistryRules, AnAllocatorQuarantineIsRecordedWithItsResidual) {
   auto released = binding_->release(std::move(*allocation));
   ASSERT_FALSE(released);
   EXPECT_EQ(released.error().error().kind(), BindingError::Kind::kReleaseQuarantined);
-  ORTMEM_CTS_EXPECT_NAMES(released.error().error(), {.kind = BindingError::Kind::kReleaseQuarantined,
-                                                     .allocation = copy.identity(),
-                                                     .retained_bytes = 4096});
+  ORTMEM_CTS_EXPECT_NAMES(
+      released.error().error(),
+      {.kind = BindingError::Kind::kReleaseQuarantined, .allocation = copy.identity(), .retained_bytes = 4096});
   ASSERT_TRUE(released.error().is_quarantined());
   EXPECT_EQ(released.error().state(), AllocationReleaseState::kPartiallyUnmapped);
   EXPECT_TRUE(retains_ownership(released.error().state()));
@@ -383,7 +383,7 @@ TEST_P(RegistryRules, ReleaseUsesExactlyTheRecordedSizeAndAlignment) {
   std::size_t seen_align = 0;
   void* seen_ptr = nullptr;
   probe_->scripted_release = [this, &seen_bytes, &seen_align, &seen_ptr](void* ptr, std::size_t bytes,
-                                                                        std::size_t align) {
+                                                                         std::size_t align) {
     seen_ptr = ptr;
     seen_bytes = bytes;
     seen_align = align;

@@ -69,7 +69,7 @@ struct Prefix {
   std::size_t requested = 0;
   std::size_t mapped = 0;
   bool handle = true;  // the handle is alive (only it can write, or be mapped again)
-  ByteRuns content;        // [0, requested)
+  ByteRuns content;    // [0, requested)
   std::set<int> mappings;
 };
 
@@ -153,11 +153,8 @@ void add_mapping(Model& model, int prefix, int target, std::size_t offset) {
 
 struct System {
   explicit System(Adapter& under_test)
-      : adapter(under_test),
-        allocator(under_test.make_allocator()),
-        other(under_test.make_allocator()),
-        mapping(allocator->as_shared_mapping()),
-        backing(allocator->as_virtual_backing()) {}
+      : adapter(under_test), allocator(under_test.make_allocator()), other(under_test.make_allocator()),
+        mapping(allocator->as_shared_mapping()), backing(allocator->as_virtual_backing()) {}
   ~System() {
     if (FaultInjection* faults = adapter.faults()) faults->clear();
     for (const auto& [id, held] : targets) (void)allocator->release(held.ptr, held.bytes, 64);
@@ -203,7 +200,8 @@ struct System {
     const auto found = model.prefixes.find(prefix);
     if (found == model.prefixes.end()) return;
     if (found->second.handle) ORTMEM_CTS_RC_ASSERT("SM-009", shows(found->second, window(prefix)));
-    for (int id : found->second.mappings) ORTMEM_CTS_RC_ASSERT("SM-009", shows(found->second, at(model.mappings.at(id))));
+    for (int id : found->second.mappings)
+      ORTMEM_CTS_RC_ASSERT("SM-009", shows(found->second, at(model.mappings.at(id))));
   }
   // Ends the test where the model says a commit fits but it was refused.
   // Either a refused commit that named these granules left a mapping there
@@ -216,7 +214,8 @@ struct System {
     if (model.virtual_targets) {
       // Whether mapped prefix granules count as committed is open, so both
       // are allowed for; only more than that is private memory too many.
-      const auto used = static_cast<std::size_t>(std::count_if(t.granules.begin(), t.granules.end(), [](int g) { return g != kFree; }));
+      const auto used = static_cast<std::size_t>(
+          std::count_if(t.granules.begin(), t.granules.end(), [](int g) { return g != kFree; }));
       const std::size_t seen = backing->allocation_committed_bytes(targets.at(target).ptr, t.bytes, 64);
       ORTMEM_CTS_RC_PRECONDITION(seen <= used * model.granule);
     }
@@ -323,7 +322,8 @@ struct ReserveTarget final : Command {
     const std::size_t count = *rc::gen::weightedElement<std::size_t>({{4, 0}, {2, 1}, {1, 2}});
     for (std::size_t i = 0; i < count; ++i) {
       const std::size_t begin = *rc::gen::inRange<std::size_t>(0, bytes);
-      committed.push_back({begin, begin + *rc::gen::inRange<std::size_t>(1, std::min(bytes - begin, model.granule) + 1)});
+      committed.push_back(
+          {begin, begin + *rc::gen::inRange<std::size_t>(1, std::min(bytes - begin, model.granule) + 1)});
     }
   }
   void checkPreconditions(const Model& model) const override {
@@ -337,7 +337,8 @@ struct ReserveTarget final : Command {
     t.granules.assign(model.round_up(bytes) / model.granule, model.virtual_targets ? kFree : kPrivate);
     t.named.assign(t.granules.size(), false);
     for (const ByteRange& range : committed) {
-      for (std::size_t g = range.begin / model.granule; g <= (range.end - 1) / model.granule; ++g) t.granules[g] = kPrivate;
+      for (std::size_t g = range.begin / model.granule; g <= (range.end - 1) / model.granule; ++g)
+        t.granules[g] = kPrivate;
     }
   }
   void run(const Model& model, System& system) const override {
@@ -402,7 +403,9 @@ struct WritePrefix final : Command {
     RC_PRE(end <= found->second.requested);
     RC_PRE(begin < end);
   }
-  void apply(Model& model) const override { model.prefixes.at(prefix).content.assign(begin, end, value_of(model.writes++)); }
+  void apply(Model& model) const override {
+    model.prefixes.at(prefix).content.assign(begin, end, value_of(model.writes++));
+  }
   void run(const Model& model, System& system) const override {
     const Model after = nextState(model);
     system.adapter.memory().fill(reinterpret_cast<void*>(system.handles.at(prefix)->device_ptr() + begin), end - begin,
@@ -410,11 +413,14 @@ struct WritePrefix final : Command {
     const Prefix& p = after.prefixes.at(prefix);
     ORTMEM_CTS_RC_PRECONDITION(system.holds(system.window(prefix) + begin, end - begin, value_of(model.writes)));
     for (int id : p.mappings) {
-      ORTMEM_CTS_RC_ASSERT("SM-007", system.holds(system.at(after.mappings.at(id)) + begin, end - begin, value_of(model.writes)));
+      ORTMEM_CTS_RC_ASSERT("SM-007",
+                           system.holds(system.at(after.mappings.at(id)) + begin, end - begin, value_of(model.writes)));
     }
     system.check_geometry(after);
   }
-  void show(std::ostream& os) const override { os << "owner writes [" << begin << ", " << end << ") of prefix #" << prefix; }
+  void show(std::ostream& os) const override {
+    os << "owner writes [" << begin << ", " << end << ") of prefix #" << prefix;
+  }
 };
 
 // Checks a commit that the model says succeeded: what it reports (SM-004)
@@ -436,8 +442,7 @@ struct Map final : Command {
   int target;
   std::size_t offset;
   explicit Map(const Model& model)
-      : prefix(any_handle(model)),
-        target(any_target(model)),
+      : prefix(any_handle(model)), target(any_target(model)),
         offset(any_offset(model.targets.at(target).bytes, model.granule)) {}
   void checkPreconditions(const Model& model) const override {
     const auto p = model.prefixes.find(prefix);
@@ -463,16 +468,20 @@ struct Map final : Command {
     // capability is not bound (SM-002 judges refusals only), but whatever the
     // query remembers must not change what it says of a foreign prefix later.
     (void)system.mapping->incremental_owned_bytes_for_shared_prefix(*system.handles.at(prefix));
-    auto info = system.mapping->commit_shared_prefix(*system.handles.at(prefix), system.targets.at(target).ptr, t.bytes, offset);
+    auto info = system.mapping->commit_shared_prefix(*system.handles.at(prefix), system.targets.at(target).ptr, t.bytes,
+                                                     offset);
     if (where != Placement::kValid) {
-      if (info) RC_FAIL(std::string(kChecksTag) + "SM-005] a commit at a placement that is " + placement_name(where) + " was accepted");
+      if (info)
+        RC_FAIL(std::string(kChecksTag) + "SM-005] a commit at a placement that is " + placement_name(where) +
+                " was accepted");
       system.check_geometry(after);
       return;
     }
     if (!info) {
       const std::size_t first = offset / model.granule;
       bool named = false;
-      for (std::size_t g = first; g < first + model.prefixes.at(prefix).mapped / model.granule; ++g) named = named || t.named[g];
+      for (std::size_t g = first; g < first + model.prefixes.at(prefix).mapped / model.granule; ++g)
+        named = named || t.named[g];
       system.refused_valid_commit(model, target, named);
     }
     check_mapped(after, system, info, prefix, model.next_mapping);
@@ -491,10 +500,10 @@ struct MapWrongTarget final : Command {
   int target = -1;
   Kind kind;
   explicit MapWrongTarget(const Model& model) : prefix(any_handle(model)) {
-    kind = model.targets.empty() ? *rc::gen::elementOf(std::vector<Kind>{Kind::kNotAllocation, Kind::kReleased})
-                                 : *rc::gen::elementOf(std::vector<Kind>{Kind::kLarger, Kind::kGranuleLarger, Kind::kSmaller,
-                                                                         Kind::kInterior, Kind::kNotAllocation,
-                                                                         Kind::kReleased});
+    kind = model.targets.empty()
+               ? *rc::gen::elementOf(std::vector<Kind>{Kind::kNotAllocation, Kind::kReleased})
+               : *rc::gen::elementOf(std::vector<Kind>{Kind::kLarger, Kind::kGranuleLarger, Kind::kSmaller,
+                                                       Kind::kInterior, Kind::kNotAllocation, Kind::kReleased});
     if (kind != Kind::kNotAllocation && kind != Kind::kReleased) target = any_target(model);
   }
   void checkPreconditions(const Model& model) const override {
@@ -538,12 +547,13 @@ struct MapWrongTarget final : Command {
         break;
       }
     }
-    ORTMEM_CTS_RC_ASSERT("SM-006", !system.mapping->commit_shared_prefix(*system.handles.at(prefix), ptr, bytes, 0).has_value());
+    ORTMEM_CTS_RC_ASSERT("SM-006",
+                         !system.mapping->commit_shared_prefix(*system.handles.at(prefix), ptr, bytes, 0).has_value());
     system.check_geometry(model);
   }
   void show(std::ostream& os) const override {
-    static const char* const names[] = {"size + 1", "size + granule", "size - 1", "interior address", "not an allocation",
-                                        "released target"};
+    static const char* const names[] = {"size + 1",         "size + granule",    "size - 1",
+                                        "interior address", "not an allocation", "released target"};
     os << "commit_shared_prefix(prefix #" << prefix << ", target #" << target << " as "
        << names[static_cast<std::size_t>(kind)] << ", offset 0)";
   }
@@ -709,7 +719,8 @@ struct ReleaseTarget final : Command {
       const auto bound = system.backing->mapped_bytes_for_allocation(held.bytes, 64);
       ORTMEM_CTS_RC_ASSERT("VB-004", bound.has_value());
       const std::uint64_t whole = model.round_up(held.bytes);
-      if (*bound < whole) expect_equal("VB-004", "mapped_bytes_for_allocation below the allocation's granules", *bound, whole);
+      if (*bound < whole)
+        expect_equal("VB-004", "mapped_bytes_for_allocation below the allocation's granules", *bound, whole);
       if (outcome.unmapped_bytes() > *bound) {
         expect_equal("VB-009", "unmapped_bytes above mapped_bytes_for_allocation", outcome.unmapped_bytes(), *bound);
       }
@@ -732,7 +743,8 @@ struct WriteThroughMapping final : Command {
   std::size_t offset;
   explicit WriteThroughMapping(const Model& model)
       : mapping(pick_where(model.mappings, [](const Mapping&) { return true; })),
-        offset(*rc::gen::elementOf(std::vector<std::size_t>{0, model.prefixes.at(model.mappings.at(mapping).prefix).requested - 1})) {}
+        offset(*rc::gen::elementOf(
+            std::vector<std::size_t>{0, model.prefixes.at(model.mappings.at(mapping).prefix).requested - 1})) {}
   void checkPreconditions(const Model& model) const override {
     const auto found = model.mappings.find(mapping);
     RC_PRE(found != model.mappings.end());
@@ -797,7 +809,8 @@ TEST_P(SharedMappingModel, EveryStepOfARandomSequenceMatchesTheModel) {
     ASSERT_TRUE(probe && *probe) << (probe ? "" : probe.error().message());
     initial.granule = (*probe)->mapped_bytes();
     ASSERT_GE(initial.granule, 4U);
-    initial.virtual_targets = info().declares(Capability::kVirtualBacking) && allocator->as_virtual_backing() != nullptr;
+    initial.virtual_targets =
+        info().declares(Capability::kVirtualBacking) && allocator->as_virtual_backing() != nullptr;
   }
   if (FaultInjection* faults = adapter().faults()) {
     initial.map_faults = faults->arm(FaultPoint::kPrefixMap, std::uint64_t{1} << 40);
@@ -812,11 +825,11 @@ TEST_P(SharedMappingModel, EveryStepOfARandomSequenceMatchesTheModel) {
     auto made = foreign->create_shared_prefix(initial.granule);
     ORTMEM_CTS_RC_PRECONDITION(made.has_value() && *made != nullptr);
     system.foreign = std::move(*made);
-    rc::state::check(initial, system,
-                     rc::state::gen::execOneOfWithArgs<ReserveTarget, ReserveTarget, CreatePrefix, CreatePrefix,
-                                                       WritePrefix, Map, Map, Map, MapWrongTarget, MapForeign,
-                                                       FaultyMap, WriteThroughMapping, DropHandle, ReleaseTarget,
-                                                       CheckAll>());
+    rc::state::check(
+        initial, system,
+        rc::state::gen::execOneOfWithArgs<ReserveTarget, ReserveTarget, CreatePrefix, CreatePrefix, WritePrefix, Map,
+                                          Map, Map, MapWrongTarget, MapForeign, FaultyMap, WriteThroughMapping,
+                                          DropHandle, ReleaseTarget, CheckAll>());
   });
 }
 

@@ -215,7 +215,8 @@ TEST_P(SharedMappingSuite, PhysicalBytesLiveUntilTheLastHolderInEitherOrder) {
     ASSERT_TRUE(mapping_->commit_shared_prefix(*shared, ptr, granule_, 0));
     ASSERT_TRUE(allocator_->release(ptr, granule_, 64).is_complete());
     std::erase_if(live_, [&](const auto& entry) { return entry.first == ptr; });
-    EXPECT_TRUE(holds(owner_window(*shared), granule_, 0x6E)) << "the bytes went with the mapping while the handle remained";
+    EXPECT_TRUE(holds(owner_window(*shared), granule_, 0x6E))
+        << "the bytes went with the mapping while the handle remained";
   }
 }
 
@@ -246,7 +247,8 @@ TEST_P(SharedMappingSuite, ACommitOverAMappingIsRefusedOrMakesTheRangeWritable) 
     }
     {
       ORTMEM_CTS_CHECKING("SM-007");
-      EXPECT_TRUE(holds(ptr, granule_, 0x2C)) << "after a refused commit over it the mapping no longer shows the prefix";
+      EXPECT_TRUE(holds(ptr, granule_, 0x2C))
+          << "after a refused commit over it the mapping no longer shows the prefix";
     }
     ORTMEM_CTS_CHECKING("SM-008");
     EXPECT_FALSE(probe.outcome == WriteProbe::Outcome::kAllowed)

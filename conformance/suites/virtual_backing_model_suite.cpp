@@ -187,8 +187,9 @@ using Command = rc::state::Command<Model, System>;
 
 // A reservation size: whole granules, a byte either side, or anywhere inside the last granule.
 std::size_t reservation_bytes(std::size_t g, std::size_t max_granules) {
-  const std::size_t n = std::min(
-      max_granules, *rc::gen::weightedElement<std::size_t>({{6, 1}, {6, 2}, {4, 3}, {3, 4}, {2, 5}, {2, kMaxGranules}}));
+  const std::size_t n =
+      std::min(max_granules,
+               *rc::gen::weightedElement<std::size_t>({{6, 1}, {6, 2}, {4, 3}, {3, 4}, {2, 5}, {2, kMaxGranules}}));
   switch (*rc::gen::inRange(0, 4)) {
     case 0: return n * g;
     case 1: return n * g - 1;
@@ -278,8 +279,7 @@ struct Reserve final : Command {
   std::vector<ByteRange> listed;
 
   explicit Reserve(const Model& model)
-      : id(model.next),
-        bytes(reservation_bytes(model.granule, kMaxGranules)), align(any_alignment(model.granule)) {
+      : id(model.next), bytes(reservation_bytes(model.granule, kMaxGranules)), align(any_alignment(model.granule)) {
     // Now and then everything, so releases also meet fully mapped allocations.
     if (*rc::gen::weightedElement<bool>({{9, false}, {1, true}})) {
       listed.push_back({0, bytes});
@@ -341,8 +341,8 @@ struct Reserve final : Command {
       std::uint64_t really = 0;
       for (std::size_t g : granules_where(after, after.live.at(id), false)) {
         const std::size_t begin = g * model.granule;
-        const auto unmapped = system.backing->decommit_allocation_range(
-            *ptr, bytes, align, begin, std::min(model.granule, bytes - begin));
+        const auto unmapped = system.backing->decommit_allocation_range(*ptr, bytes, align, begin,
+                                                                        std::min(model.granule, bytes - begin));
         really += unmapped ? *unmapped : 0;
       }
       expect_equal(really > 0 ? "VB-001" : "VB-005", "committed bytes after allocate_committed", seen, expected);
@@ -382,7 +382,8 @@ struct Commit final : Command {
   void apply(Model& model) const override {
     for (std::size_t i = 0; i < pieces.size(); ++i) {
       const Piece& p = pieces[i];
-      model.live.at(p.id).committed.assign(p.offset, p.offset + p.length, value_of(model.writes + static_cast<unsigned>(i)));
+      model.live.at(p.id).committed.assign(p.offset, p.offset + p.length,
+                                           value_of(model.writes + static_cast<unsigned>(i)));
     }
     model.writes += static_cast<unsigned>(pieces.size());
   }
@@ -430,11 +431,13 @@ struct Commit final : Command {
     }
     if constexpr (kBatch) {
       ORTMEM_CTS_RC_ASSERT("VB-004", estimate % model.granule == 0);
-      if (estimate < newly_mapped) expect_equal("VB-004", "estimate below what the commit mapped", estimate, newly_mapped);
+      if (estimate < newly_mapped)
+        expect_equal("VB-004", "estimate below what the commit mapped", estimate, newly_mapped);
     }
     for (std::size_t i = 0; i < pieces.size(); ++i) {
       const Piece& p = pieces[i];
-      system.adapter.memory().fill(system.at(p.id, p.offset), p.length, value_of(model.writes + static_cast<unsigned>(i)));
+      system.adapter.memory().fill(system.at(p.id, p.offset), p.length,
+                                   value_of(model.writes + static_cast<unsigned>(i)));
     }
     for (const Piece& p : pieces) {
       ORTMEM_CTS_RC_ASSERT(recommits(model, p) ? "VB-006" : "VB-002",
@@ -464,12 +467,13 @@ struct Decommit final : Command {
   void run(const Model& model, System& system) const override {
     const Model after = nextState(model);
     const AllocationCommitRange range = system.range(piece.id, piece.offset, piece.length);
-    const auto unmapped =
-        system.backing->decommit_allocation_range(range.ptr, range.allocation_bytes, range.align, range.offset, range.bytes);
+    const auto unmapped = system.backing->decommit_allocation_range(range.ptr, range.allocation_bytes, range.align,
+                                                                    range.offset, range.bytes);
     ORTMEM_CTS_RC_PRECONDITION(unmapped.has_value());
     // The figure first: an adapter whose committed bytes drifted earlier
     // shows it here (VB-005) before the count it returns is judged (VB-003).
-    expect_equal("VB-005", "committed bytes after a decommit", system.committed(piece.id), after.committed_bytes(piece.id));
+    expect_equal("VB-005", "committed bytes after a decommit", system.committed(piece.id),
+                 after.committed_bytes(piece.id));
     expect_equal("VB-003", "bytes the decommit reports unmapped", *unmapped,
                  model.committed_bytes(piece.id) - after.committed_bytes(piece.id));
     ORTMEM_CTS_RC_ASSERT("ALLOC-015", system.neighbours_intact(after, piece.id, piece.offset, piece.length));
@@ -556,17 +560,18 @@ struct InvalidCall final : Command {
   std::size_t length = 0;
   std::size_t stated_bytes = 0;
   std::size_t stated_align = 0;
-  std::size_t interior = 0;       // kInterior: how far inside
-  std::vector<Piece> rest;        // the valid ranges after the bad one
-  ByteRange listed;               // kReserveOutside
+  std::size_t interior = 0;  // kInterior: how far inside
+  std::vector<Piece> rest;   // the valid ranges after the bad one
+  ByteRange listed;          // kReserveOutside
 
   explicit InvalidCall(const Model& model) {
     const std::size_t g = model.granule;
-    kind = model.live.empty() ? *rc::gen::elementOf(std::vector<Kind>{Kind::kNotAllocation, Kind::kReleased, Kind::kReserveOutside})
-                              : *rc::gen::elementOf(std::vector<Kind>{
-                                    Kind::kPastEnd, Kind::kDecommitPastEnd, Kind::kAfterEnd, Kind::kOverflow,
-                                    Kind::kWrongSize, Kind::kWrongAlign, Kind::kInterior, Kind::kNotAllocation,
-                                    Kind::kReleased, Kind::kEstimatePastEnd, Kind::kBatchBadFirst, Kind::kReserveOutside});
+    kind = model.live.empty()
+               ? *rc::gen::elementOf(std::vector<Kind>{Kind::kNotAllocation, Kind::kReleased, Kind::kReserveOutside})
+               : *rc::gen::elementOf(std::vector<Kind>{
+                     Kind::kPastEnd, Kind::kDecommitPastEnd, Kind::kAfterEnd, Kind::kOverflow, Kind::kWrongSize,
+                     Kind::kWrongAlign, Kind::kInterior, Kind::kNotAllocation, Kind::kReleased, Kind::kEstimatePastEnd,
+                     Kind::kBatchBadFirst, Kind::kReserveOutside});
     decommit = *rc::gen::arbitrary<bool>();
     if (kind == Kind::kReserveOutside) {
       stated_bytes = reservation_bytes(g, kMaxGranules);
@@ -712,8 +717,9 @@ struct InvalidCall final : Command {
       }
       default: {
         const Named call = named(system);
-        return decommit ? !backing.decommit_allocation_range(call.ptr, call.bytes, call.align, offset, length).has_value()
-                        : !backing.commit_allocation_range(call.ptr, call.bytes, call.align, offset, length).has_value();
+        return decommit
+                   ? !backing.decommit_allocation_range(call.ptr, call.bytes, call.align, offset, length).has_value()
+                   : !backing.commit_allocation_range(call.ptr, call.bytes, call.align, offset, length).has_value();
       }
     }
   }
@@ -730,10 +736,10 @@ struct InvalidCall final : Command {
     }
   }
   void show(std::ostream& os) const override {
-    static const char* const names[] = {"commit past the end",  "decommit past the end", "range after the end",
-                                        "range that wraps",      "wrong size",            "wrong alignment",
-                                        "interior address",      "not an allocation",     "released allocation",
-                                        "estimate past the end", "batch, bad range first", "allocate_committed outside"};
+    static const char* const names[] = {
+        "commit past the end", "decommit past the end", "range after the end",    "range that wraps",
+        "wrong size",          "wrong alignment",       "interior address",       "not an allocation",
+        "released allocation", "estimate past the end", "batch, bad range first", "allocate_committed outside"};
     os << "invalid call (" << names[static_cast<std::size_t>(kind)] << "): ";
     if (kind == Kind::kReserveOutside) {
       os << "allocate_committed(" << stated_bytes << ", 64, {[" << listed.begin << ", " << listed.end << ")})";
@@ -754,7 +760,8 @@ void check_release_bound(const AllocationReleaseOutcome& outcome, const System::
   const auto bound = system.backing->mapped_bytes_for_allocation(held.bytes, held.align);
   ORTMEM_CTS_RC_ASSERT("VB-004", bound.has_value());
   const std::uint64_t whole = model.granules(held.bytes) * model.granule;
-  if (*bound < whole) expect_equal("VB-004", "mapped_bytes_for_allocation below the allocation's granules", *bound, whole);
+  if (*bound < whole)
+    expect_equal("VB-004", "mapped_bytes_for_allocation below the allocation's granules", *bound, whole);
   if (outcome.unmapped_bytes() > *bound) {
     expect_equal("VB-009", "unmapped_bytes above mapped_bytes_for_allocation", outcome.unmapped_bytes(), *bound);
   }
@@ -765,7 +772,8 @@ void judge_release(const AllocationReleaseOutcome& outcome, const System::Held& 
                    const Model& model, System& system) {
   if (outcome.is_complete()) {
     ORTMEM_CTS_RC_ASSERT("ALLOC-017", outcome.state() == AllocationReleaseState::kReleased);
-    expect_equal("ALLOC-017", "allocation_bytes of a complete release", outcome.accounting()->allocation_bytes, held.bytes);
+    expect_equal("ALLOC-017", "allocation_bytes of a complete release", outcome.accounting()->allocation_bytes,
+                 held.bytes);
     // Only bounded, not exact: a Complete release may count what it unmapped
     // its own way, but never more than the allocation could have had mapped.
     check_release_bound(outcome, held, model, system);
@@ -783,11 +791,12 @@ void judge_release(const AllocationReleaseOutcome& outcome, const System::Held& 
   ORTMEM_CTS_RC_ASSERT("ALLOC-019", accounting.unmapped_bytes % granule == 0);
   const bool still_mapped = accounting.unmapped_bytes < mapped;
   ORTMEM_CTS_RC_ASSERT("ALLOC-019", residual.state == (still_mapped ? AllocationReleaseState::kPartiallyUnmapped
-                                                                     : AllocationReleaseState::kQuarantined));
+                                                                    : AllocationReleaseState::kQuarantined));
   ORTMEM_CTS_RC_ASSERT("ALLOC-019", outcome.state() == residual.state);
   ORTMEM_CTS_RC_ASSERT("ALLOC-019", residual.address == reinterpret_cast<std::uintptr_t>(held.ptr));
   ORTMEM_CTS_RC_ASSERT("ALLOC-019", residual.align == held.align);
-  if (still_mapped) expect_equal("ALLOC-019", "retained_bytes", residual.retained_bytes, mapped - accounting.unmapped_bytes);
+  if (still_mapped)
+    expect_equal("ALLOC-019", "retained_bytes", residual.retained_bytes, mapped - accounting.unmapped_bytes);
   // Quarantined is not live: it can never be released again.
   ORTMEM_CTS_RC_ASSERT("ALLOC-020", system.allocator->release(held.ptr, held.bytes, held.align).is_failed());
 }
@@ -805,7 +814,8 @@ struct Release final : Command {
     system.live.erase(id);
     // Decommit leaves the allocation releasable (VB-003); without injected
     // faults the model stands on every release completing.
-    if (!outcome.is_complete() && !r.decommitted.intersects(0, r.bytes)) ORTMEM_CTS_RC_PRECONDITION(outcome.is_complete());
+    if (!outcome.is_complete() && !r.decommitted.intersects(0, r.bytes))
+      ORTMEM_CTS_RC_PRECONDITION(outcome.is_complete());
     ORTMEM_CTS_RC_ASSERT("VB-003", outcome.is_complete());
     judge_release(outcome, held, model.committed_bytes(r), model, system);
     system.check_committed(nextState(model), "VB-005");
@@ -872,8 +882,8 @@ struct FaultyDecommit final : Command {
     decommitted.live.at(piece.id).committed.erase(piece.offset, piece.offset + piece.length);
     const AllocationCommitRange range = system.range(piece.id, piece.offset, piece.length);
     ORTMEM_CTS_RC_PRECONDITION(system.adapter.faults()->arm(FaultPoint::kDecommit, nth));
-    const auto unmapped =
-        system.backing->decommit_allocation_range(range.ptr, range.allocation_bytes, range.align, range.offset, range.bytes);
+    const auto unmapped = system.backing->decommit_allocation_range(range.ptr, range.allocation_bytes, range.align,
+                                                                    range.offset, range.bytes);
     system.adapter.faults()->clear();
     if (!unmapped) {
       expect_equal("VB-008", "committed bytes after a failed decommit", system.committed(piece.id),
@@ -888,9 +898,9 @@ struct FaultyDecommit final : Command {
       bool recommitted = true;
       const auto restore = [&](std::size_t from, std::size_t to, std::uint8_t value) {
         if (!recommitted) return;
-        recommitted = system.backing
-                          ->commit_allocation_range(range.ptr, range.allocation_bytes, range.align, from, to - from)
-                          .has_value();
+        recommitted =
+            system.backing->commit_allocation_range(range.ptr, range.allocation_bytes, range.align, from, to - from)
+                .has_value();
         if (recommitted) system.adapter.memory().fill(system.at(piece.id, from), to - from, value);
       };
       model.live.at(piece.id).committed.each(piece.offset, piece.offset + piece.length, restore);
@@ -899,7 +909,9 @@ struct FaultyDecommit final : Command {
     }
     system.check_committed(model, "VB-005");
   }
-  void show(std::ostream& os) const override { os << "decommit_allocation_range " << piece << ", call " << nth << " failing"; }
+  void show(std::ostream& os) const override {
+    os << "decommit_allocation_range " << piece << ", call " << nth << " failing";
+  }
 };
 
 // How many granules a commit of `piece` must map: touched by it, mapped by
@@ -942,8 +954,8 @@ struct FaultyCommit final : Command {
   void run(const Model& model, System& system) const override {
     const AllocationCommitRange range = system.range(piece.id, piece.offset, piece.length);
     ORTMEM_CTS_RC_PRECONDITION(system.adapter.faults()->arm(FaultPoint::kCommit, nth));
-    const auto done =
-        system.backing->commit_allocation_range(range.ptr, range.allocation_bytes, range.align, range.offset, range.bytes);
+    const auto done = system.backing->commit_allocation_range(range.ptr, range.allocation_bytes, range.align,
+                                                              range.offset, range.bytes);
     system.adapter.faults()->clear();
     if (!done) {
       system.check_committed(model, "VB-005");
@@ -975,14 +987,16 @@ struct FaultyCommit final : Command {
     }
     ORTMEM_CTS_RC_ASSERT("ALLOC-015", system.matches(model, piece.id, 0, model.live.at(piece.id).bytes));
     for (const auto& [from, to] : gaps) {
-      ORTMEM_CTS_RC_ASSERT("VB-003", system.backing
-                                         ->decommit_allocation_range(range.ptr, range.allocation_bytes, range.align,
-                                                                     from, to - from)
-                                         .has_value());
+      ORTMEM_CTS_RC_ASSERT(
+          "VB-003",
+          system.backing->decommit_allocation_range(range.ptr, range.allocation_bytes, range.align, from, to - from)
+              .has_value());
     }
     system.check_committed(model, "VB-005");
   }
-  void show(std::ostream& os) const override { os << "commit_allocation_range " << piece << ", call " << nth << " failing"; }
+  void show(std::ostream& os) const override {
+    os << "commit_allocation_range " << piece << ", call " << nth << " failing";
+  }
 };
 
 // A release whose nth unmap step fails. How many steps a release takes is
@@ -1064,15 +1078,16 @@ TEST_P(VirtualBackingModel, EveryStepOfARandomSequenceMatchesTheModel) {
   check_model([&] {
     System system(adapter());
     ORTMEM_CTS_RC_PRECONDITION(system.backing != nullptr);
-    rc::state::check(initial, system,
-                     rc::state::gen::execOneOfWithArgs<Reserve, Reserve, Commit<false>, Commit<false>, Commit<true>, Decommit,
-                                                       Decommit, Estimate, InvalidCall, Release, CheckContent>());
+    rc::state::check(
+        initial, system,
+        rc::state::gen::execOneOfWithArgs<Reserve, Reserve, Commit<false>, Commit<false>, Commit<true>, Decommit,
+                                          Decommit, Estimate, InvalidCall, Release, CheckContent>());
   });
 }
 
 TEST_P(VirtualBackingModel, InjectedFaultsAreReportedHonestly) {
-  covers("VB-001", "VB-002", "VB-003", "VB-004", "VB-005", "VB-006", "VB-008", "VB-009", "ALLOC-006",
-         "ALLOC-015", "ALLOC-017", "ALLOC-018", "ALLOC-019", "ALLOC-020");
+  covers("VB-001", "VB-002", "VB-003", "VB-004", "VB-005", "VB-006", "VB-008", "VB-009", "ALLOC-006", "ALLOC-015",
+         "ALLOC-017", "ALLOC-018", "ALLOC-019", "ALLOC-020");
   ORTMEM_CTS_REQUIRE(Capability::kVirtualBacking);
   ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
   Model initial;
@@ -1092,9 +1107,9 @@ TEST_P(VirtualBackingModel, InjectedFaultsAreReportedHonestly) {
     System system(adapter());
     ORTMEM_CTS_RC_PRECONDITION(system.backing != nullptr);
     rc::state::check(initial, system,
-                     rc::state::gen::execOneOfWithArgs<Reserve, Reserve, Commit<false>, Commit<false>, Decommit, FaultyCommit,
-                                                       FaultyDecommit, FaultyDecommit, FaultyRelease, FaultyRelease,
-                                                       Release, CheckContent>());
+                     rc::state::gen::execOneOfWithArgs<Reserve, Reserve, Commit<false>, Commit<false>, Decommit,
+                                                       FaultyCommit, FaultyDecommit, FaultyDecommit, FaultyRelease,
+                                                       FaultyRelease, Release, CheckContent>());
   });
 }
 

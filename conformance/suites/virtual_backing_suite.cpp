@@ -49,7 +49,9 @@ class VirtualBackingSuite : public AdapterSuite {
     live_.emplace_back(*ptr, bytes);
     return *ptr;
   }
-  void forget(void* ptr) { std::erase_if(live_, [&](const auto& entry) { return entry.first == ptr; }); }
+  void forget(void* ptr) {
+    std::erase_if(live_, [&](const auto& entry) { return entry.first == ptr; });
+  }
   std::size_t committed(void* ptr, std::size_t bytes) { return backing_->allocation_committed_bytes(ptr, bytes, 64); }
   bool holds(void* ptr, std::size_t bytes, std::uint8_t value) {
     return reads_as(adapter().memory(), ptr, bytes, value);
@@ -315,8 +317,9 @@ TEST_P(VirtualBackingSuite, DecommitCyclesHoldNoMoreThanOneCycleOfMemory) {
     ASSERT_TRUE(backing_->decommit_allocation_range(ptr, bytes, 64, 0, bytes)) << "cycle " << cycle;
   }
   const std::size_t grown = open_descriptors_now() - std::min(descriptors, open_descriptors_now());
-  EXPECT_LT(grown, std::size_t{kCycles / 2}) << kCycles << " cycles of committing, writing and decommitting 8 granules "
-                                             << "left " << grown << " more open descriptors: decommitted memory is kept";
+  EXPECT_LT(grown, std::size_t{kCycles / 2})
+      << kCycles << " cycles of committing, writing and decommitting 8 granules "
+      << "left " << grown << " more open descriptors: decommitted memory is kept";
 }
 
 // VB-011: a commit that fails part way keeps nothing it took. Fail the first,
@@ -439,7 +442,8 @@ TEST_P(VirtualBackingSuite, ACommitWhoseAccessGrantFailsLeavesTheRangeFree) {
   covers("VB-011", "VB-002");
   ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
   if (!adapter().faults()->arm(FaultPoint::kAccessGrant, std::uint64_t{1} << 40)) {
-    GTEST_SKIP() << kNotApplicable << "the adapter grants access in the same step that maps (no fault point of its own)";
+    GTEST_SKIP() << kNotApplicable
+                 << "the adapter grants access in the same step that maps (no fault point of its own)";
   }
   adapter().faults()->clear();
   const std::size_t bytes = 4 * granule_;
@@ -529,9 +533,9 @@ TEST_P(VirtualBackingSuite, WhatAFailedCommitCouldNotTakeBackStaysOwned) {
     FaultPoint second;
   };
   std::vector<Pair> pairs;
-  for (const Pair& pair : {Pair{FaultPoint::kCommit, 2, FaultPoint::kDecommit},
-                           Pair{FaultPoint::kAccessGrant, 1, FaultPoint::kDecommit},
-                           Pair{FaultPoint::kCommit, 1, FaultPoint::kPhysicalFree}}) {
+  for (const Pair& pair :
+       {Pair{FaultPoint::kCommit, 2, FaultPoint::kDecommit}, Pair{FaultPoint::kAccessGrant, 1, FaultPoint::kDecommit},
+        Pair{FaultPoint::kCommit, 1, FaultPoint::kPhysicalFree}}) {
     const bool armed = adapter().faults()->arm(pair.first, std::uint64_t{1} << 40) &&
                        adapter().faults()->arm(pair.second, std::uint64_t{1} << 40);
     adapter().faults()->clear();
@@ -680,8 +684,8 @@ TEST_P(VirtualBackingSuite, EstimatesAnswerWhatCommitAcceptsAndRefuseWhatAllocat
     const AllocationCommitRange at_end[] = {{ptr, bytes, 64, bytes, 0}};
     if (!backing_->commit_allocation_ranges(at_end)) continue;  // refusing it everywhere is consistent too
     const auto estimate = backing_->mapped_bytes_for_allocation_ranges(at_end);
-    ASSERT_TRUE(estimate) << "an empty range at the end of " << bytes << " bytes commits but its estimate is refused: "
-                          << estimate.error().message();
+    ASSERT_TRUE(estimate) << "an empty range at the end of " << bytes
+                          << " bytes commits but its estimate is refused: " << estimate.error().message();
     EXPECT_EQ(*estimate, 0U);
   }
   const auto misaligned = backing_->mapped_bytes_for_allocation(64, 3);
@@ -700,8 +704,9 @@ TEST_P(VirtualBackingSuite, ADecommittedRangeCanBeCommittedAgain) {
   void* ptr = reserve(bytes, {{0, bytes}});
   ASSERT_NE(ptr, nullptr);
   adapter().memory().fill(ptr, bytes, 0x77);
-  const ByteRange ranges[] = {{0, bytes}, {granule_, 2 * granule_}, {0, bytes}, {2 * granule_, 4 * granule_},
-                              {granule_, 2 * granule_}, {0, granule_}};
+  const ByteRange ranges[] = {
+      {0, bytes},   {granule_, 2 * granule_}, {0, bytes}, {2 * granule_, 4 * granule_}, {granule_, 2 * granule_},
+      {0, granule_}};
   std::uint8_t pattern = 0x80;
   for (const ByteRange& range : ranges) {
     SCOPED_TRACE("bytes [" + std::to_string(range.begin) + ", " + std::to_string(range.end) + ")");
@@ -809,7 +814,8 @@ TEST_P(VirtualBackingSuite, AQuarantinedReleaseGaveBackWhatItCountsUnmapped) {
     // Failed is honest only if nothing changed, so the allocation must still release.
     ORTMEM_CTS_CHECKING("ALLOC-018");
     const auto again = allocator_->release(ptr, bytes, 64);
-    EXPECT_FALSE(again.is_failed()) << "after a Failed release, releasing again with no fault armed: " << again.describe();
+    EXPECT_FALSE(again.is_failed()) << "after a Failed release, releasing again with no fault armed: "
+                                    << again.describe();
   }
   forget(ptr);
   if (!outcome.is_quarantined()) GTEST_SKIP() << kNotApplicable << "the release was " << outcome.describe();

@@ -39,7 +39,10 @@ NxmemStatus spy_allocate(void*, const NxmemAllocRequest* request, NxmemAllocResu
   auto* memory = static_cast<std::uint8_t*>(std::aligned_alloc(request->align < 64 ? 64 : request->align, 4096));
   switch (spy.answer) {
     case Answer::kHonest: result->ptr = memory; break;
-    case Answer::kNull: std::free(memory); result->ptr = nullptr; break;
+    case Answer::kNull:
+      std::free(memory);
+      result->ptr = nullptr;
+      break;
     case Answer::kMisaligned: result->ptr = memory + 1; break;
   }
   result->owned_bytes = request->bytes;

@@ -55,7 +55,8 @@ std::string no_profile(std::string_view) { return ""; }
 
 TEST(Shard, TheShardsOfARunRunEveryTestExactlyOnce) {
   std::vector<std::string> tests;
-  for (int i = 0; i < 23; ++i) tests.push_back("Adapters/S" + std::to_string(i % 4) + ".T" + std::to_string(i) + "/host");
+  for (int i = 0; i < 23; ++i)
+    tests.push_back("Adapters/S" + std::to_string(i % 4) + ".T" + std::to_string(i) + "/host");
   for (int count : {1, 2, 3, 7, 30}) {
     std::multiset<std::string> seen;
     for (int index = 0; index < count; ++index) {
@@ -143,12 +144,14 @@ namespace ortmem::cts {
 namespace {
 
 report::Failure attributed(const char* message) {
-  return attributed_failure(::testing::TestPartResult(::testing::TestPartResult::kNonFatalFailure, "suite.cpp", 9, message));
+  return attributed_failure(
+      ::testing::TestPartResult(::testing::TestPartResult::kNonFatalFailure, "suite.cpp", 9, message));
 }
 
 TEST(Attribution, TheInnermostScopeNamesTheRequirementsAndTheTraceLeavesTheMessage) {
-  const auto failure = attributed("Expected equality\nGoogle Test trace:\nsuite.cpp:8: [checks ALLOC-005 ALLOC-006]\n"
-                                  "suite.cpp:4: [precondition]");
+  const auto failure = attributed(
+      "Expected equality\nGoogle Test trace:\nsuite.cpp:8: [checks ALLOC-005 ALLOC-006]\n"
+      "suite.cpp:4: [precondition]");
   EXPECT_EQ(failure.requirements, (std::vector<std::string>{"ALLOC-005", "ALLOC-006"}));
   EXPECT_EQ(failure.message, "Expected equality");
   EXPECT_EQ(failure.line, 9);
@@ -164,14 +167,16 @@ TEST(Attribution, AFailureWithNoSourceLineIsRecordedAtLineZero) {
 }
 
 TEST(Attribution, APreconditionScopeChargesNothing) {
-  const auto failure = attributed("allocate failed\nGoogle Test trace:\nsuite.cpp:8: [precondition]\nsuite.cpp:4: [checks DQ-001]");
+  const auto failure =
+      attributed("allocate failed\nGoogle Test trace:\nsuite.cpp:8: [precondition]\nsuite.cpp:4: [checks DQ-001]");
   ASSERT_TRUE(failure.requirements.has_value());
   EXPECT_TRUE(failure.requirements->empty());
 }
 
 TEST(Attribution, ATaggedRapidCheckMessageWinsOverTheTestsScope) {
-  const auto failure = attributed("Falsifiable after 3 tests\n[checks DQ-002] order == model\n"
-                                  "Google Test trace:\nsuite.cpp:8: [checks DQ-001]");
+  const auto failure = attributed(
+      "Falsifiable after 3 tests\n[checks DQ-002] order == model\n"
+      "Google Test trace:\nsuite.cpp:8: [checks DQ-001]");
   EXPECT_EQ(failure.requirements, (std::vector<std::string>{"DQ-002"}));
 }
 

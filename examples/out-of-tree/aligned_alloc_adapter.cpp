@@ -81,7 +81,10 @@ class AlignedAllocAllocator final : public ortmem::DeviceAllocator {
 class AlignedAllocAdapter final : public ortmem::cts::Adapter {
  public:
   [[nodiscard]] ortmem::cts::AdapterInfo info() const override {
-    return {.name = "aligned-alloc", .version = "1.0.0", .vendor = "ortmem-cts example", .device = DeviceKey::host(),
+    return {.name = "aligned-alloc",
+            .version = "1.0.0",
+            .vendor = "ortmem-cts example",
+            .device = DeviceKey::host(),
             .capabilities = {}};
   }
   [[nodiscard]] ortmem::cts::Availability available() const override { return {}; }

@@ -34,8 +34,7 @@ bool has_device(benchmark::State& state) {
 // One registry, context, authority and mechanism over a CudaAllocator, bound once.
 struct BoundCudaAllocator {
   BoundCudaAllocator()
-      : registry(*BindingRegistry::create()),
-        context(*registry.register_provider_context(kDevice)),
+      : registry(*BindingRegistry::create()), context(*registry.register_provider_context(kDevice)),
         authority(*registry.register_authority(kDevice)),
         mechanism(*registry.register_allocator(context, authority, *CudaAllocator::create(kOrdinal))),
         binding(*registry.bind(kDevice)) {}

@@ -23,8 +23,7 @@ namespace {
 // One registry, context, authority and mechanism over a HostAllocator, bound once.
 struct Bound {
   Bound()
-      : allocator(std::make_shared<host::HostAllocator>()),
-        registry(*BindingRegistry::create()),
+      : allocator(std::make_shared<host::HostAllocator>()), registry(*BindingRegistry::create()),
         context(*registry.register_provider_context(DeviceKey::host())),
         authority(*registry.register_authority(DeviceKey::host())),
         mechanism(*registry.register_allocator(context, authority, allocator)),
@@ -86,8 +85,8 @@ void BM_OwningAllocRelease_Live(benchmark::State& state) {
   const std::size_t before = heap_in_use();
   for (std::size_t i = 0; i < count; ++i) live.push_back(*bound.binding.allocate_owning(64, 16));
   const std::size_t owning_per_allocation = (heap_in_use() - before) / count;
-  state.counters["registry_bytes_per_live"] = static_cast<double>(owning_per_allocation) -
-                                              static_cast<double>(raw_per_allocation);
+  state.counters["registry_bytes_per_live"] =
+      static_cast<double>(owning_per_allocation) - static_cast<double>(raw_per_allocation);
   state.counters["handle_bytes"] = static_cast<double>(sizeof(OwningAllocation));
   for (auto _ : state) {
     auto owner = bound.binding.allocate_owning(64, 16);
@@ -171,7 +170,8 @@ void BM_Snapshot_Quarantined(benchmark::State& state) {
   }
   for (auto _ : state) benchmark::DoNotOptimize(bound.registry.snapshot(bound.mechanism));
   state.SetItemsProcessed(state.iterations());
-  state.counters["quarantined"] = static_cast<double>(bound.registry.snapshot(bound.mechanism)->quarantined_allocations);
+  state.counters["quarantined"] =
+      static_cast<double>(bound.registry.snapshot(bound.mechanism)->quarantined_allocations);
 }
 BENCHMARK(BM_Snapshot_Quarantined)->Arg(0)->Arg(100000);
 

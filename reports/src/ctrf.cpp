@@ -83,8 +83,11 @@ nlohmann::json to_ctrf(const Report& report) {
               {"duration", milliseconds(report.run.duration_s)},
               {"extra", {{"verdict", to_string(report.judgement.verdict.overall)}, {"adapter", report.adapter.name}}}}},
             {"tests", std::move(tests)},
-            {"environment", {{"appName", report.adapter.name}, {"appVersion", report.adapter.version},
-                             {"osPlatform", report.environment.os}, {"osRelease", report.environment.kernel}}}}}};
+            {"environment",
+             {{"appName", report.adapter.name},
+              {"appVersion", report.adapter.version},
+              {"osPlatform", report.environment.os},
+              {"osRelease", report.environment.kernel}}}}}};
 }
 
 }  // namespace ortmem::report

@@ -70,8 +70,14 @@ Expected<std::vector<Expectation>, std::string> parse_expectations(std::string_v
 
 void apply_expectations(const std::vector<Expectation>& expectations, Report& report) {
   for (const Expectation& expectation : expectations) {
-    Waiver waiver{expectation.test, expectation.requirement, expectation.adapter, expectation.status,
-                  expectation.reason, expectation.url, "stale", {}};
+    Waiver waiver{expectation.test,
+                  expectation.requirement,
+                  expectation.adapter,
+                  expectation.status,
+                  expectation.reason,
+                  expectation.url,
+                  "stale",
+                  {}};
     if (glob_matches(expectation.adapter, report.adapter.name)) {
       bool waived_any = false;
       bool failed_otherwise = false;
@@ -103,7 +109,8 @@ Report replay_waivers(const Report& report) {
   replay.waivers.clear();
   std::vector<Expectation> expectations;
   for (const Waiver& waiver : report.waivers) {
-    expectations.push_back({waiver.test, waiver.requirement, waiver.adapter, waiver.expected, waiver.reason, waiver.url});
+    expectations.push_back(
+        {waiver.test, waiver.requirement, waiver.adapter, waiver.expected, waiver.reason, waiver.url});
   }
   for (TestResult& test : replay.tests) {
     if (test.actual_status) test.status = *test.actual_status;

@@ -141,8 +141,9 @@ std::optional<std::string> check_seal(const nlohmann::json& document,
     return "integrity.signature: expected an ed25519 public key and value in hex";
   }
   if (signer != *trusted) return "the report is signed by another key than --pubkey";
-  if (!sodium_ready() || crypto_sign_verify_detached(value.data(), reinterpret_cast<const unsigned char*>(content.data()),
-                                                     content.size(), signer.data()) != 0) {
+  if (!sodium_ready() ||
+      crypto_sign_verify_detached(value.data(), reinterpret_cast<const unsigned char*>(content.data()), content.size(),
+                                  signer.data()) != 0) {
     return "integrity.signature does not verify: the report was changed after it was signed";
   }
   return std::nullopt;

@@ -14,12 +14,12 @@ std::optional<Enum> named(std::string_view name, const Enum (&values)[N]) {
   return std::nullopt;
 }
 
-constexpr TestStatus kTestStatuses[] = {TestStatus::kPass,  TestStatus::kFail,    TestStatus::kNotApplicable,
+constexpr TestStatus kTestStatuses[] = {TestStatus::kPass,    TestStatus::kFail,  TestStatus::kNotApplicable,
                                         TestStatus::kSkipped, TestStatus::kCrash, TestStatus::kTimeout,
                                         TestStatus::kWaived,  TestStatus::kError, TestStatus::kFlaky};
-constexpr RequirementStatus kRequirementStatuses[] = {RequirementStatus::kPass, RequirementStatus::kFail,
-                                                      RequirementStatus::kNotApplicable, RequirementStatus::kNotRun,
-                                                      RequirementStatus::kWaived, RequirementStatus::kOutOfScope};
+constexpr RequirementStatus kRequirementStatuses[] = {
+    RequirementStatus::kPass,   RequirementStatus::kFail,   RequirementStatus::kNotApplicable,
+    RequirementStatus::kNotRun, RequirementStatus::kWaived, RequirementStatus::kOutOfScope};
 constexpr ProfileResult kProfileResults[] = {ProfileResult::kConformant, ProfileResult::kNotConformant,
                                              ProfileResult::kPartial,    ProfileResult::kNotRun,
                                              ProfileResult::kIncomplete, ProfileResult::kWaived};
@@ -150,7 +150,8 @@ std::optional<RequirementStatus> requirement_status_named(std::string_view name)
 std::optional<ProfileResult> profile_result_named(std::string_view name) { return named(name, kProfileResults); }
 
 std::string located(const Failure& failure) {
-  return failure.file.empty() ? failure.message : failure.file + ":" + std::to_string(failure.line) + ": " + failure.message;
+  return failure.file.empty() ? failure.message
+                              : failure.file + ":" + std::to_string(failure.line) + ": " + failure.message;
 }
 
 bool charges(const Failure& failure, const TestResult& test, std::string_view id) {
@@ -159,7 +160,8 @@ bool charges(const Failure& failure, const TestResult& test, std::string_view id
 }
 
 bool charges(const TestResult& test, std::string_view id) {
-  if (test.failures.empty()) return std::find(test.requirements.begin(), test.requirements.end(), id) != test.requirements.end();
+  if (test.failures.empty())
+    return std::find(test.requirements.begin(), test.requirements.end(), id) != test.requirements.end();
   return std::any_of(test.failures.begin(), test.failures.end(),
                      [&](const Failure& failure) { return charges(failure, test, id); });
 }
@@ -219,10 +221,10 @@ const std::vector<std::string>& all_profiles() {
 
 std::vector<std::string> declared_profiles(const std::vector<std::string>& capabilities) {
   static const std::map<std::string, std::string, std::less<>> kProfileOf = {{"context-pins", "pins"},
-                                                                            {"deferred-queue", "deferred"},
-                                                                            {"virtual-backing", "virtual"},
-                                                                            {"shared-mapping", "shared"},
-                                                                            {"nxmem-abi", "abi"}};
+                                                                             {"deferred-queue", "deferred"},
+                                                                             {"virtual-backing", "virtual"},
+                                                                             {"shared-mapping", "shared"},
+                                                                             {"nxmem-abi", "abi"}};
   std::vector<std::string> declared = {"core"};
   for (const std::string& profile : all_profiles()) {
     for (const std::string& capability : capabilities) {

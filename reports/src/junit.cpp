@@ -76,8 +76,8 @@ std::string to_junit_xml(const Report& report) {
     }
     out << "  <testsuite name=\"" << xml_escape(suite.name) << "\" package=\"ortmem-cts."
         << xml_escape(report.adapter.name) << "\" id=\"" << id++ << "\" timestamp=\"" << xml_escape(timestamp)
-        << "\" hostname=\"localhost\" tests=\"" << suite.tests.size() << "\" failures=\"" << failures
-        << "\" errors=\"" << errors << "\" skipped=\"" << skipped << "\" time=\"" << seconds(time) << "\">\n";
+        << "\" hostname=\"localhost\" tests=\"" << suite.tests.size() << "\" failures=\"" << failures << "\" errors=\""
+        << errors << "\" skipped=\"" << skipped << "\" time=\"" << seconds(time) << "\">\n";
     out << "    <properties>\n";
     property(out, "adapter", report.adapter.name);
     property(out, "run_id", report.run.id);
@@ -95,14 +95,14 @@ std::string to_junit_xml(const Report& report) {
         case TestStatus::kPass: out << "/>\n"; continue;
         case TestStatus::kFail:
         case TestStatus::kFlaky:
-          out << ">\n      <failure type=\"" << to_string(test->status) << "\" message=\""  << xml_escape(first.substr(0, 200)) << "\">"
-              << xml_escape(failure_text(*test)) << "</failure>\n";
+          out << ">\n      <failure type=\"" << to_string(test->status) << "\" message=\""
+              << xml_escape(first.substr(0, 200)) << "\">" << xml_escape(failure_text(*test)) << "</failure>\n";
           break;
         case TestStatus::kCrash:
         case TestStatus::kTimeout:
         case TestStatus::kError:
-          out << ">\n      <error type=\"" << to_string(test->status) << "\" message=\"" << xml_escape(first.substr(0, 200))
-              << "\">" << xml_escape(failure_text(*test)) << "</error>\n";
+          out << ">\n      <error type=\"" << to_string(test->status) << "\" message=\""
+              << xml_escape(first.substr(0, 200)) << "\">" << xml_escape(failure_text(*test)) << "</error>\n";
           break;
         case TestStatus::kNotApplicable:
         case TestStatus::kSkipped:

@@ -77,8 +77,8 @@ Expected<Report, std::string> merge_shards(std::vector<Report> shards, const std
   std::map<int, const Report*> by_index;
   for (const Report& shard : shards) {
     if (const std::string field = differing_field(first, shard); !field.empty()) {
-      return fail("the shards are not of one run: their " + field + " differs (" + first.run.id + " and " + shard.run.id +
-                  "); give every shard the same --run-id and --seed");
+      return fail("the shards are not of one run: their " + field + " differs (" + first.run.id + " and " +
+                  shard.run.id + "); give every shard the same --run-id and --seed");
     }
     const auto index = shard_of(shard);
     if (!index || index->count != first_shard->count) {
@@ -114,8 +114,10 @@ Expected<Report, std::string> merge_shards(std::vector<Report> shards, const std
     merged.run.scope.subset |= shard->run.scope.filtered;
     merged.run.scope.filtered |= shard->run.scope.filtered;
     merged.run.scope.incomplete |= shard->run.scope.incomplete;
-    if (!shard->run.interruption.empty()) interruptions.push_back("shard " + shard->run.shard + ": " + shard->run.interruption);
-    if (shard->waivers.size() != first.waivers.size()) return fail(std::string("the shards ran with different expectations"));
+    if (!shard->run.interruption.empty())
+      interruptions.push_back("shard " + shard->run.shard + ": " + shard->run.interruption);
+    if (shard->waivers.size() != first.waivers.size())
+      return fail(std::string("the shards ran with different expectations"));
   }
   // The same expectations ran in every shard: applied again to the merged
   // results they give each entry's tests in run order and its state over the whole run.
@@ -124,7 +126,8 @@ Expected<Report, std::string> merge_shards(std::vector<Report> shards, const std
   // A missing shard leaves tests out by design of the merge, as a filter would: partial.
   if (static_cast<int>(by_index.size()) < first_shard->count) merged.run.scope.subset = true;
   merged.run.interruption.clear();
-  for (const auto& part : interruptions) merged.run.interruption += (merged.run.interruption.empty() ? "" : "; ") + part;
+  for (const auto& part : interruptions)
+    merged.run.interruption += (merged.run.interruption.empty() ? "" : "; ") + part;
   merged.run.command_line = "ortmem-cts report merge (" + std::to_string(by_index.size()) + " shards)";
   judge_report(spec, merged);
   return merged;
@@ -140,7 +143,8 @@ ReportDiff diff_reports(const Report& base, const Report& next) {
     diff.fixes.push_back("verdict: " + to_string(base_overall) + " -> " + to_string(next_overall));
   }
   std::map<std::string, RequirementStatus> base_requirements;
-  for (const auto& requirement : base.judgement.requirements) base_requirements[requirement.requirement.id] = requirement.status;
+  for (const auto& requirement : base.judgement.requirements)
+    base_requirements[requirement.requirement.id] = requirement.status;
   for (const auto& requirement : next.judgement.requirements) {
     const auto found = base_requirements.find(requirement.requirement.id);
     if (found == base_requirements.end() || found->second == requirement.status) continue;

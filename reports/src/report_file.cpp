@@ -57,7 +57,8 @@ std::optional<std::string> check_output_path(const std::string& path, std::strin
   const std::string directory = directory_of(path);
   struct stat parent {};
   if (::stat(directory.c_str(), &parent) != 0 || !S_ISDIR(parent.st_mode)) {
-    return "cannot write " + flag + " '" + path + "': the directory '" + directory + "' does not exist; create it first";
+    return "cannot write " + flag + " '" + path + "': the directory '" + directory +
+           "' does not exist; create it first";
   }
   if (::access(directory.c_str(), W_OK | X_OK) != 0) {
     return "cannot write " + flag + " '" + path + "': the directory '" + directory + "' is not writable (" +

@@ -131,7 +131,8 @@ TestResult read_test(const json& object, const std::string& path) {
 Report read_report(const json& document) {
   const Fields root(document, "");
   const Fields schema(root.at("schema"), "schema");
-  if (schema.string("id") != kSchemaId) throw ReadError{"schema.id: not an ortmem-cts report (" + schema.string("id") + ")"};
+  if (schema.string("id") != kSchemaId)
+    throw ReadError{"schema.id: not an ortmem-cts report (" + schema.string("id") + ")"};
   const std::string version = schema.string("version");
   if (!version.starts_with("1.")) {
     throw ReadError{"schema.version: " + version + " is not a 1.x report; this kit reads " + kSchemaVersion};
@@ -147,18 +148,20 @@ Report read_report(const json& document) {
                 kit.optional_string("build_type"),
                 kit.optional_string("binary_sha256")};
   const Fields adapter(root.at("adapter"), "adapter");
-  report.adapter = {adapter.string("name"), adapter.string("version"), adapter.string("vendor"), adapter.string("device"),
-                    adapter.strings("capabilities"), std::nullopt};
+  report.adapter = {adapter.string("name"),   adapter.string("version"),       adapter.string("vendor"),
+                    adapter.string("device"), adapter.strings("capabilities"), std::nullopt};
   if (adapter.has("origin")) {
     const Fields origin(adapter.at("origin"), "adapter.origin");
     // A 1.4.0 origin has no controls: plugins then offered none.
-    report.adapter.origin = AdapterOrigin{origin.string("interface"), origin.string("path"), origin.string("sha256"),
-                                          origin.string("mechanism"),
-                                          origin.has("controls") ? origin.strings("controls") : std::vector<std::string>{}};
+    report.adapter.origin = AdapterOrigin{
+        origin.string("interface"), origin.string("path"), origin.string("sha256"), origin.string("mechanism"),
+        origin.has("controls") ? origin.strings("controls") : std::vector<std::string>{}};
   }
   const Fields environment(root.at("environment"), "environment");
-  report.environment = {environment.string("os"),  environment.string("kernel"),
-                        environment.optional_string("machine"), environment.string("cpu"),
+  report.environment = {environment.string("os"),
+                        environment.string("kernel"),
+                        environment.optional_string("machine"),
+                        environment.string("cpu"),
                         environment.has("cpus") ? environment.small_integer("cpus", 0) : 0,
                         environment.string("compiler")};
 
@@ -189,16 +192,19 @@ Report read_report(const json& document) {
   section.interruption = run.optional_string("interruption");
 
   const Fields verdict(root.at("verdict"), "verdict");
-  report.judgement.verdict.overall =
-      verdict.status<ProfileResult>("overall", profile_result_named, "a verdict");
+  report.judgement.verdict.overall = verdict.status<ProfileResult>("overall", profile_result_named, "a verdict");
   const json& profiles = verdict.array("profiles");
   for (std::size_t i = 0; i < profiles.size(); ++i) {
     const Fields profile(profiles[i], indexed("verdict.profiles", i));
-    ProfileVerdict entry{profile.string("name"), profile.status<ProfileResult>("result", profile_result_named, "a verdict"),
-                         profile.boolean("declared"), {}, profile.optional_string("note")};
+    ProfileVerdict entry{profile.string("name"),
+                         profile.status<ProfileResult>("result", profile_result_named, "a verdict"),
+                         profile.boolean("declared"),
+                         {},
+                         profile.optional_string("note")};
     const Fields counts(profile.at("counts"), profile.path("counts"));
     for (const auto& [status, count] : profile.at("counts").items()) {
-      if (!requirement_status_named(status)) throw ReadError{counts.path(status.c_str()) + ": not a requirement status"};
+      if (!requirement_status_named(status))
+        throw ReadError{counts.path(status.c_str()) + ": not a requirement status"};
       entry.counts[status] = counts.small_integer(status.c_str(), 0);
     }
     report.judgement.verdict.profiles.push_back(std::move(entry));
@@ -224,11 +230,13 @@ Report read_report(const json& document) {
     const Fields waiver(waivers[i], indexed("waivers", i));
     static const std::set<std::string> kExpected = {"fail", "crash", "timeout", "error", "failure"};
     static const std::set<std::string> kStates = {"applied", "unexpected-pass", "other-outcome", "stale"};
-    Waiver entry{waiver.string("test"),   waiver.string("requirement"), waiver.string("adapter"),
-                 waiver.string("expected"), waiver.string("reason"),    waiver.optional_string("url"),
-                 waiver.string("state"),  waiver.strings("tests")};
-    if (!kExpected.contains(entry.expected)) throw ReadError{waiver.path("expected") + ": '" + entry.expected + "' is not a failure kind"};
-    if (!kStates.contains(entry.state)) throw ReadError{waiver.path("state") + ": '" + entry.state + "' is not a waiver state"};
+    Waiver entry{waiver.string("test"),     waiver.string("requirement"), waiver.string("adapter"),
+                 waiver.string("expected"), waiver.string("reason"),      waiver.optional_string("url"),
+                 waiver.string("state"),    waiver.strings("tests")};
+    if (!kExpected.contains(entry.expected))
+      throw ReadError{waiver.path("expected") + ": '" + entry.expected + "' is not a failure kind"};
+    if (!kStates.contains(entry.state))
+      throw ReadError{waiver.path("state") + ": '" + entry.state + "' is not a waiver state"};
     report.waivers.push_back(std::move(entry));
   }
   return report;
@@ -247,8 +255,10 @@ Expected<json, std::string> parse_untrusted_json(std::string_view text) {
     const char c = text[i];
     if (c == '\n') ++line;
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -355,23 +365,24 @@ json to_json(const Report& report) {
                        {"tests", waiver.tests}});
   }
   const RunSection& run = report.run;
-  json run_json = {{"id", run.id},
-                   {"start", run.start},
-                   {"end", run.end},
-                   {"duration_s", run.duration_s},
-                   {"seed", run.seed},
-                   {"model_runs", run.model_runs},
-                   {"model_length", run.model_length},
-                   {"filter", run.filter},
-                   {"profiles", run.profiles},
-                   {"isolation", run.isolation},
-                   {"jobs", run.jobs},
-                   {"timeout_s", run.timeout_s},
-                   {"repeat", run.repeat},
-                   {"stress", run.stress},
-                   {"command_line", run.command_line},
-                   {"scope",
-                    {{"subset", run.scope.subset}, {"filtered", run.scope.filtered}, {"incomplete", run.scope.incomplete}}}};
+  json run_json = {
+      {"id", run.id},
+      {"start", run.start},
+      {"end", run.end},
+      {"duration_s", run.duration_s},
+      {"seed", run.seed},
+      {"model_runs", run.model_runs},
+      {"model_length", run.model_length},
+      {"filter", run.filter},
+      {"profiles", run.profiles},
+      {"isolation", run.isolation},
+      {"jobs", run.jobs},
+      {"timeout_s", run.timeout_s},
+      {"repeat", run.repeat},
+      {"stress", run.stress},
+      {"command_line", run.command_line},
+      {"scope",
+       {{"subset", run.scope.subset}, {"filtered", run.scope.filtered}, {"incomplete", run.scope.incomplete}}}};
   if (!run.shard.empty()) run_json["shard"] = run.shard;
   if (!run.interruption.empty()) run_json["interruption"] = run.interruption;
   json adapter = {{"name", report.adapter.name},

@@ -31,8 +31,9 @@ int bar_length(double ratio) {
 
 Expected<SpeedProfile, std::string> read_speed_profile(const nlohmann::json& json) {
   if (!json.is_object() || json.value("kind", "") != "ortmem-cts speed profile") {
-    return fail(std::string("not a speed profile: its \"kind\" is not \"ortmem-cts speed profile\" (make one with "
-                            "`ortmem-cts profile --adapter X --output FILE`)"));
+    return fail(
+        std::string("not a speed profile: its \"kind\" is not \"ortmem-cts speed profile\" (make one with "
+                    "`ortmem-cts profile --adapter X --output FILE`)"));
   }
   SpeedProfile profile;
   if (!json.contains("adapter") || !json["adapter"].is_string() || !json.contains("reference") ||
@@ -46,8 +47,8 @@ Expected<SpeedProfile, std::string> read_speed_profile(const nlohmann::json& jso
   }
   for (const auto& size : json["sizes"]) {
     if (!size.is_object() || !size.contains("bytes") || !size["bytes"].is_number_unsigned() ||
-        !positive(size.value("adapter_ns", nlohmann::json())) || !positive(size.value("reference_ns", nlohmann::json())) ||
-        !positive(size.value("ratio", nlohmann::json()))) {
+        !positive(size.value("adapter_ns", nlohmann::json())) ||
+        !positive(size.value("reference_ns", nlohmann::json())) || !positive(size.value("ratio", nlohmann::json()))) {
       return fail("a size of the speed profile is not bytes with three positive figures: " + size.dump());
     }
     profile.sizes.push_back({size["bytes"].get<std::uint64_t>(), size["adapter_ns"].get<double>(),
@@ -55,7 +56,8 @@ Expected<SpeedProfile, std::string> read_speed_profile(const nlohmann::json& jso
   }
   const auto& scaling = json.value("two_thread_scaling", nlohmann::json());
   if (!scaling.is_object() || !scaling.contains("bytes") || !scaling["bytes"].is_number_unsigned() ||
-      !positive(scaling.value("adapter", nlohmann::json())) || !positive(scaling.value("reference", nlohmann::json()))) {
+      !positive(scaling.value("adapter", nlohmann::json())) ||
+      !positive(scaling.value("reference", nlohmann::json()))) {
     return fail(std::string("the speed profile's two_thread_scaling is not bytes with two positive figures"));
   }
   profile.scaling_bytes = scaling["bytes"].get<std::uint64_t>();

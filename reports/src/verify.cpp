@@ -24,9 +24,11 @@ void compare_judgements(const Judgement& stated, const Judgement& recomputed, st
       continue;
     }
     const ProfileVerdict& profile = *found->second;
-    if (profile.result != expected.result || profile.declared != expected.declared || profile.counts != expected.counts) {
-      problems.push_back("profile " + expected.name + " says " + to_string(profile.result) + ", but its requirements make it " +
-                         to_string(expected.result) + (profile.counts != expected.counts ? " (and its counts differ)" : ""));
+    if (profile.result != expected.result || profile.declared != expected.declared ||
+        profile.counts != expected.counts) {
+      problems.push_back("profile " + expected.name + " says " + to_string(profile.result) +
+                         ", but its requirements make it " + to_string(expected.result) +
+                         (profile.counts != expected.counts ? " (and its counts differ)" : ""));
     }
   }
   if (stated.verdict.profiles.size() != recomputed.verdict.profiles.size()) {
@@ -61,7 +63,8 @@ void check_against_spec(const Report& report, const std::vector<SpecRequirement>
     const auto found = by_id.find(id);
     if (found == by_id.end()) {
       problems.push_back("requirement " + id + " is not in the spec");
-    } else if (result.requirement.level != found->second->level || result.requirement.profile != found->second->profile) {
+    } else if (result.requirement.level != found->second->level ||
+               result.requirement.profile != found->second->profile) {
       problems.push_back("requirement " + id + " is listed as " + result.requirement.level + " of " +
                          result.requirement.profile + "; the spec has it " + found->second->level + " of " +
                          found->second->profile);
@@ -85,14 +88,14 @@ void check_waivers(const Report& report, std::vector<std::string>& problems) {
   const Report replay = replay_waivers(report);
   for (std::size_t i = 0; i < report.tests.size(); ++i) {
     if (report.tests[i].status != replay.tests[i].status) {
-      problems.push_back("test " + report.tests[i].id + " is " + to_string(report.tests[i].status) + ", but its waivers make it " +
-                         to_string(replay.tests[i].status));
+      problems.push_back("test " + report.tests[i].id + " is " + to_string(report.tests[i].status) +
+                         ", but its waivers make it " + to_string(replay.tests[i].status));
     }
   }
   for (std::size_t i = 0; i < report.waivers.size(); ++i) {
     if (report.waivers[i].state != replay.waivers[i].state || report.waivers[i].tests != replay.waivers[i].tests) {
-      problems.push_back("waivers[" + std::to_string(i) + "] says " + report.waivers[i].state + ", but the tests make it " +
-                         replay.waivers[i].state);
+      problems.push_back("waivers[" + std::to_string(i) + "] says " + report.waivers[i].state +
+                         ", but the tests make it " + replay.waivers[i].state);
     }
   }
 }
@@ -120,8 +123,8 @@ Verification verify_report(const nlohmann::json& document, const std::vector<Spe
     verification.warnings.push_back("the report is of spec " + report.kit.spec_version + " and this kit carries " +
                                     spec_version + ": a patch apart, which changes wording only");
   } else if (report.kit.spec_version != spec_version) {
-    problems.push_back("the report is of spec " + report.kit.spec_version + " and this kit checks spec " + spec_version +
-                       ": verify it with a kit of spec " + report.kit.spec_version);
+    problems.push_back("the report is of spec " + report.kit.spec_version + " and this kit checks spec " +
+                       spec_version + ": verify it with a kit of spec " + report.kit.spec_version);
     verification.report = std::move(*read);
     return verification;
   }

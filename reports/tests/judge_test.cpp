@@ -29,10 +29,11 @@ const ProfileVerdict& profile(const Judgement& judgement, const std::string& nam
 }
 
 TEST(Judge, AllMustRequirementsPassingIsConformant) {
-  const auto judgement = judge(kSpec,
-                               {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
-                                test("b", {"PIN-001"}, TestStatus::kPass), test("c", {"VB-001"}, TestStatus::kNotApplicable)},
-                               {"core", "pins"}, Scope{});
+  const auto judgement =
+      judge(kSpec,
+            {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass), test("b", {"PIN-001"}, TestStatus::kPass),
+             test("c", {"VB-001"}, TestStatus::kNotApplicable)},
+            {"core", "pins"}, Scope{});
   EXPECT_EQ(judgement.verdict.overall, ProfileResult::kConformant);
   EXPECT_EQ(profile(judgement, "virtual").result, ProfileResult::kNotRun);
   EXPECT_EQ(judgement.requirements[3].status, RequirementStatus::kNotApplicable);
@@ -40,8 +41,8 @@ TEST(Judge, AllMustRequirementsPassingIsConformant) {
 
 TEST(Judge, OneFailingTestFailsEveryRequirementItNames) {
   const auto judgement = judge(kSpec,
-                               {test("a", {"ALLOC-001"}, TestStatus::kPass), test("b", {"ALLOC-001"}, TestStatus::kFail),
-                                test("c", {"PIN-001"}, TestStatus::kPass)},
+                               {test("a", {"ALLOC-001"}, TestStatus::kPass),
+                                test("b", {"ALLOC-001"}, TestStatus::kFail), test("c", {"PIN-001"}, TestStatus::kPass)},
                                {"core", "pins"}, Scope{});
   EXPECT_EQ(judgement.requirements[0].status, RequirementStatus::kFail);
   EXPECT_EQ(profile(judgement, "core").result, ProfileResult::kNotConformant);
@@ -50,8 +51,8 @@ TEST(Judge, OneFailingTestFailsEveryRequirementItNames) {
 
 TEST(Judge, ASkippedCoreTestMakesThePartialVerdictNeverConformant) {
   const auto judgement = judge(kSpec,
-                               {test("a", {"ALLOC-001"}, TestStatus::kNotApplicable), test("b", {"ALLOC-002"}, TestStatus::kPass),
-                                test("c", {"PIN-001"}, TestStatus::kPass)},
+                               {test("a", {"ALLOC-001"}, TestStatus::kNotApplicable),
+                                test("b", {"ALLOC-002"}, TestStatus::kPass), test("c", {"PIN-001"}, TestStatus::kPass)},
                                {"core", "pins"}, Scope{});
   EXPECT_EQ(profile(judgement, "core").result, ProfileResult::kPartial);
   EXPECT_EQ(judgement.verdict.overall, ProfileResult::kPartial);
@@ -65,8 +66,8 @@ TEST(Judge, ADeclaredProfileThatDidNotRunIsNotConformantOverall) {
 
 TEST(Judge, AFailingShouldIsReportedButDoesNotFailTheProfile) {
   const auto judgement = judge(kSpec,
-                               {test("a", {"ALLOC-001"}, TestStatus::kPass), test("b", {"ALLOC-002"}, TestStatus::kFail),
-                                test("c", {"PIN-001"}, TestStatus::kPass)},
+                               {test("a", {"ALLOC-001"}, TestStatus::kPass),
+                                test("b", {"ALLOC-002"}, TestStatus::kFail), test("c", {"PIN-001"}, TestStatus::kPass)},
                                {"core", "pins"}, Scope{});
   EXPECT_EQ(profile(judgement, "core").result, ProfileResult::kConformant);
   EXPECT_NE(profile(judgement, "core").note.find("SHOULD"), std::string::npos);
@@ -75,10 +76,9 @@ TEST(Judge, AFailingShouldIsReportedButDoesNotFailTheProfile) {
 TEST(Judge, AJustifiedRequirementWithoutTestsDoesNotBlockTheVerdict) {
   auto spec = kSpec;
   spec.push_back({"REL-007", "MUST", "core", "e", true});
-  const auto judgement = judge(spec,
-                               {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
-                                test("b", {"PIN-001"}, TestStatus::kPass)},
-                               {"core", "pins"}, Scope{});
+  const auto judgement =
+      judge(spec, {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass), test("b", {"PIN-001"}, TestStatus::kPass)},
+            {"core", "pins"}, Scope{});
   EXPECT_EQ(judgement.requirements.back().status, RequirementStatus::kNotApplicable);
   EXPECT_EQ(judgement.verdict.overall, ProfileResult::kConformant);
 }
@@ -106,8 +106,8 @@ TestResult failed_in(std::string id, std::vector<std::string> requirements,
 }
 
 TEST(Judge, AFailedCheckChargesOnlyTheRequirementsItNames) {
-  const auto judgement = judge(kSpec, {failed_in("a", {"ALLOC-001", "ALLOC-002", "PIN-001"}, {{"ALLOC-001"}})},
-                               {"core", "pins"}, Scope{});
+  const auto judgement =
+      judge(kSpec, {failed_in("a", {"ALLOC-001", "ALLOC-002", "PIN-001"}, {{"ALLOC-001"}})}, {"core", "pins"}, Scope{});
   EXPECT_EQ(judgement.requirements[0].status, RequirementStatus::kFail);
   EXPECT_EQ(judgement.requirements[1].status, RequirementStatus::kNotRun) << "its checks may not have run";
   EXPECT_EQ(judgement.requirements[2].status, RequirementStatus::kNotRun);
@@ -115,7 +115,8 @@ TEST(Judge, AFailedCheckChargesOnlyTheRequirementsItNames) {
 }
 
 TEST(Judge, AnUnscopedFailureChargesEveryRequirementOfItsTest) {
-  const auto judgement = judge(kSpec, {failed_in("a", {"ALLOC-001", "PIN-001"}, std::nullopt)}, {"core", "pins"}, Scope{});
+  const auto judgement =
+      judge(kSpec, {failed_in("a", {"ALLOC-001", "PIN-001"}, std::nullopt)}, {"core", "pins"}, Scope{});
   EXPECT_EQ(judgement.requirements[0].status, RequirementStatus::kFail);
   EXPECT_EQ(judgement.requirements[2].status, RequirementStatus::kFail);
 }
@@ -157,7 +158,8 @@ TEST(Judge, AnIncompleteRunIsIncompleteUnlessItAlreadyFoundAFailure) {
 }
 
 TEST(Judge, EveryRequirementOfTheSpecIsListedWhateverRan) {
-  const auto judgement = judge(kSpec, {test("a", {"PIN-001"}, TestStatus::kPass)}, {"core", "pins"}, Scope{.subset = true});
+  const auto judgement =
+      judge(kSpec, {test("a", {"PIN-001"}, TestStatus::kPass)}, {"core", "pins"}, Scope{.subset = true});
   EXPECT_EQ(judgement.requirements.size(), kSpec.size());
   EXPECT_EQ(judgement.verdict.profiles.size(), all_profiles().size());
   EXPECT_EQ(judgement.verdict.overall, ProfileResult::kPartial);
@@ -186,10 +188,10 @@ AdapterOrigin plugin_origin(std::vector<std::string> controls) {
 
 TEST(Judge, ARequirementNeedingAControlTheSurfaceLacksIsOutOfScopeAndSaidSo) {
   const AdapterOrigin origin = plugin_origin({});
-  const auto judgement = judge(spec_needing_fences(),
-                               {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
-                                test("b", {"PIN-001"}, TestStatus::kNotApplicable)},
-                               {"core", "pins"}, Scope{}, &origin);
+  const auto judgement = judge(
+      spec_needing_fences(),
+      {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass), test("b", {"PIN-001"}, TestStatus::kNotApplicable)},
+      {"core", "pins"}, Scope{}, &origin);
   EXPECT_EQ(judgement.requirements[2].status, RequirementStatus::kOutOfScope);
   const ProfileVerdict& pins = profile(judgement, "pins");
   EXPECT_EQ(pins.result, ProfileResult::kNotRun) << "nothing of pins ran, so nothing of it passed";
@@ -201,10 +203,11 @@ TEST(Judge, OutOfScopeRequirementsDoNotMakeAProfilePartial) {
   std::vector<SpecRequirement> spec = spec_needing_fences();
   spec.push_back({"PIN-002", "MUST", "pins", "e"});
   const AdapterOrigin origin = plugin_origin({"queue-close"});
-  const auto judgement = judge(spec,
-                               {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
-                                test("b", {"PIN-002"}, TestStatus::kPass), test("c", {"PIN-001"}, TestStatus::kNotApplicable)},
-                               {"core", "pins"}, Scope{}, &origin);
+  const auto judgement =
+      judge(spec,
+            {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass), test("b", {"PIN-002"}, TestStatus::kPass),
+             test("c", {"PIN-001"}, TestStatus::kNotApplicable)},
+            {"core", "pins"}, Scope{}, &origin);
   EXPECT_EQ(profile(judgement, "pins").result, ProfileResult::kConformant);
   EXPECT_EQ(judgement.verdict.overall, ProfileResult::kConformant);
 }
@@ -212,10 +215,10 @@ TEST(Judge, OutOfScopeRequirementsDoNotMakeAProfilePartial) {
 TEST(Judge, ACompiledInAdapterOrASurfaceWithTheControlIsJudgedInFull) {
   const AdapterOrigin with_fences = plugin_origin({"fences"});
   for (const AdapterOrigin* origin : {static_cast<const AdapterOrigin*>(nullptr), &with_fences}) {
-    const auto judgement = judge(spec_needing_fences(),
-                                 {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
-                                  test("b", {"PIN-001"}, TestStatus::kNotApplicable)},
-                                 {"core", "pins"}, Scope{}, origin);
+    const auto judgement = judge(
+        spec_needing_fences(),
+        {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass), test("b", {"PIN-001"}, TestStatus::kNotApplicable)},
+        {"core", "pins"}, Scope{}, origin);
     EXPECT_EQ(judgement.requirements[2].status, RequirementStatus::kNotApplicable);
     EXPECT_EQ(profile(judgement, "pins").counts.count("out-of-scope"), 0U);
     EXPECT_EQ(profile(judgement, "pins").note.find("scope"), std::string::npos);
@@ -224,8 +227,8 @@ TEST(Judge, ACompiledInAdapterOrASurfaceWithTheControlIsJudgedInFull) {
 
 TEST(Judge, AFailureOfAnOutOfScopeRequirementStaysAFailure) {
   const AdapterOrigin origin = plugin_origin({});
-  const auto judgement = judge(spec_needing_fences(), {test("b", {"PIN-001"}, TestStatus::kFail)}, {"core", "pins"},
-                               Scope{}, &origin);
+  const auto judgement =
+      judge(spec_needing_fences(), {test("b", {"PIN-001"}, TestStatus::kFail)}, {"core", "pins"}, Scope{}, &origin);
   EXPECT_EQ(judgement.requirements[2].status, RequirementStatus::kFail);
   EXPECT_EQ(judgement.verdict.overall, ProfileResult::kNotConformant);
 }
@@ -234,10 +237,9 @@ TEST(Judge, ARequirementAppliesWithItsProfileOrIsNotApplicableWithoutPenalty) {
   std::vector<SpecRequirement> spec = kSpec;
   spec[3].applies_with = "pins";  // VB-001 exists only beside pins
   spec.push_back({"VB-002", "MUST", "virtual", "e"});
-  const std::vector<TestResult> tests = {test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass),
-                                         test("b", {"PIN-001"}, TestStatus::kPass),
-                                         test("c", {"VB-001"}, TestStatus::kNotApplicable),
-                                         test("d", {"VB-002"}, TestStatus::kPass)};
+  const std::vector<TestResult> tests = {
+      test("a", {"ALLOC-001", "ALLOC-002"}, TestStatus::kPass), test("b", {"PIN-001"}, TestStatus::kPass),
+      test("c", {"VB-001"}, TestStatus::kNotApplicable), test("d", {"VB-002"}, TestStatus::kPass)};
   const auto without = judge(spec, tests, {"core", "virtual"}, Scope{});
   EXPECT_FALSE(without.requirements[3].applies);
   EXPECT_EQ(without.requirements[3].status, RequirementStatus::kNotApplicable);

@@ -37,7 +37,8 @@ std::vector<std::string> ids(const Report& report) {
 
 TEST(Merge, EveryShardGivesBackTheUnshardedRunInItsOrder) {
   const auto pass = TestStatus::kPass;
-  const Report whole = run_of({{"S.One1", pass}, {"S.Two1", pass}, {"S.One2", pass}, {"S.Two2", pass}, {"S.One3", pass}});
+  const Report whole =
+      run_of({{"S.One1", pass}, {"S.Two1", pass}, {"S.One2", pass}, {"S.Two2", pass}, {"S.One3", pass}});
   const Report shard0 = run_of({{"S.One1", pass}, {"S.One2", pass}, {"S.One3", pass}}, "0/2");
   const Report shard1 = run_of({{"S.Two1", pass}, {"S.Two2", pass}}, "1/2");
   EXPECT_EQ(shard0.judgement.verdict.overall, ProfileResult::kPartial);
@@ -49,7 +50,8 @@ TEST(Merge, EveryShardGivesBackTheUnshardedRunInItsOrder) {
 }
 
 TEST(Merge, AMissingShardLeavesThePartialVerdict) {
-  const auto merged = merge_shards({run_of({{"S.One1", TestStatus::kPass}, {"S.Two1", TestStatus::kPass}}, "0/3")}, kSpec);
+  const auto merged =
+      merge_shards({run_of({{"S.One1", TestStatus::kPass}, {"S.Two1", TestStatus::kPass}}, "0/3")}, kSpec);
   ASSERT_TRUE(merged);
   EXPECT_EQ(merged->judgement.verdict.overall, ProfileResult::kPartial);
 }
@@ -103,7 +105,8 @@ TEST(Merge, AShardOutsideItsCountIsRefused) {
 
 TEST(Diff, APassThatFailsIsARegressionAndTheReverseAFix) {
   const Report base = run_of({{"S.One1", TestStatus::kPass}, {"S.Two1", TestStatus::kFail}});
-  const Report next = run_of({{"S.One1", TestStatus::kCrash}, {"S.Two1", TestStatus::kPass}, {"S.New", TestStatus::kPass}});
+  const Report next =
+      run_of({{"S.One1", TestStatus::kCrash}, {"S.Two1", TestStatus::kPass}, {"S.New", TestStatus::kPass}});
   const ReportDiff diff = diff_reports(base, next);
   EXPECT_TRUE(diff.regressed());
   EXPECT_EQ(diff.regressions, (std::vector<std::string>{"ALLOC-001: pass -> fail", "test S.One1: pass -> crash"}));
@@ -115,7 +118,8 @@ TEST(Diff, APassThatFailsIsARegressionAndTheReverseAFix) {
 
 TEST(Expectations, AnExpectedFailureIsWaivedAndTheRunIsWaivedNotConformant) {
   Report report = run_of({{"S.One1", TestStatus::kPass}, {"S.Two1", TestStatus::kFail}});
-  apply_expectations({{"*", "ALLOC-002", "*", "fail", "known", ""}, {"S.Gone", "", "*", "failure", "old", ""},
+  apply_expectations({{"*", "ALLOC-002", "*", "fail", "known", ""},
+                      {"S.Gone", "", "*", "failure", "old", ""},
                       {"S.One1", "", "*", "failure", "fixed since", ""}},
                      report);
   judge_report(kSpec, report);
@@ -130,8 +134,8 @@ TEST(Expectations, AnExpectedFailureIsWaivedAndTheRunIsWaivedNotConformant) {
 
 TEST(Expectations, AFailureOfAnotherKindOrAnotherAdapterStands) {
   Report report = run_of({{"S.Two1", TestStatus::kCrash}});
-  apply_expectations({{"*", "ALLOC-002", "*", "fail", "a fail, not a crash", ""}, {"*", "", "glibc", "failure", "x", ""}},
-                     report);
+  apply_expectations(
+      {{"*", "ALLOC-002", "*", "fail", "a fail, not a crash", ""}, {"*", "", "glibc", "failure", "x", ""}}, report);
   judge_report(kSpec, report);
   EXPECT_EQ(report.tests[0].status, TestStatus::kCrash);
   EXPECT_EQ(report.waivers[0].state, "other-outcome");
@@ -141,8 +145,9 @@ TEST(Expectations, AFailureOfAnotherKindOrAnotherAdapterStands) {
 
 TEST(Expectations, AMalformedFileSaysWhatIsWrongAndWhere) {
   EXPECT_EQ(parse_expectations("[]", "x.json").error(), "x.json: expected an object {\"expectations\": [...]}");
-  EXPECT_EQ(parse_expectations(R"({"expectations": [{"test": "*", "reason": "r", "stauts": "fail"}]})", "x.json").error(),
-            "x.json: expectations[0]: unknown key 'stauts' (keys are test, requirement, adapter, status, reason, url)");
+  EXPECT_EQ(
+      parse_expectations(R"({"expectations": [{"test": "*", "reason": "r", "stauts": "fail"}]})", "x.json").error(),
+      "x.json: expectations[0]: unknown key 'stauts' (keys are test, requirement, adapter, status, reason, url)");
   EXPECT_NE(parse_expectations(R"({"expectations": [{"test": "*"}]})", "x.json").error().find("'reason' is required"),
             std::string::npos);
   EXPECT_NE(parse_expectations(R"({"expectations": [{"reason": "r"}]})", "x.json").error().find("name the tests"),

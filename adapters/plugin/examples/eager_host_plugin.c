@@ -28,7 +28,7 @@
 #define NAME "eager-host"
 #define MECHANISM_ID 0x6561676572ull /* "eager" */
 /* aligned_alloc takes only a size that is a multiple of the alignment. */
-#define BACKEND_ALLOC(bytes, align) aligned_alloc((align), ((bytes) + (align) - 1) & ~((uint64_t)(align) - 1))
+#define BACKEND_ALLOC(bytes, align) aligned_alloc((align), ((bytes) + (align)-1) & ~((uint64_t)(align)-1))
 #define BACKEND_FREE(ptr, bytes, align) free(ptr)
 #endif
 
@@ -57,7 +57,8 @@ static atomic_uint_fast64_t live_factories;
 static int is_power_of_two(uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
 
 static NxmemStatus check_identity(const Allocator* self, uint64_t mechanism_id, NxmemDeviceId device) {
-  if (mechanism_id != MECHANISM_ID) return example_status(NXMEM_STATUS_WRONG_MECHANISM, NAME ": not this mechanism's allocation");
+  if (mechanism_id != MECHANISM_ID)
+    return example_status(NXMEM_STATUS_WRONG_MECHANISM, NAME ": not this mechanism's allocation");
   if (device.tier != self->vtable.device.tier || device.index != self->vtable.device.index) {
     return example_status(NXMEM_STATUS_WRONG_DEVICE, NAME ": not this allocator's device");
   }
@@ -67,10 +68,12 @@ static NxmemStatus check_identity(const Allocator* self, uint64_t mechanism_id, 
 static NxmemStatus eager_allocate(void* ctx, const NxmemAllocRequest* request, NxmemAllocResult* result) {
   Allocator* self = ctx;
   if (request == NULL || result == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
-  if (request->struct_size < sizeof(NxmemAllocRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
+  if (request->struct_size < sizeof(NxmemAllocRequest))
+    return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
   NxmemStatus identity = check_identity(self, request->mechanism_id, request->device);
   if (identity.code != NXMEM_STATUS_OK) return identity;
-  if (!is_power_of_two(request->align)) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": alignment is not a power of two");
+  if (!is_power_of_two(request->align))
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": alignment is not a power of two");
   if (request->allocation_id == 0) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": allocation id 0");
   const uint64_t align = request->align < sizeof(void*) ? sizeof(void*) : request->align;
   /* Zero bytes still get a distinct address; round up without overflow. */
@@ -105,7 +108,8 @@ static NxmemStatus eager_allocate(void* ctx, const NxmemAllocRequest* request, N
 
 static NxmemStatus eager_deallocate(void* ctx, const NxmemAllocation* allocation, uint64_t* unmapped_out) {
   Allocator* self = ctx;
-  if (allocation == NULL || unmapped_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (allocation == NULL || unmapped_out == NULL)
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
   NxmemStatus identity = check_identity(self, allocation->mechanism_id, allocation->device);
   if (identity.code != NXMEM_STATUS_OK) return identity;
   pthread_mutex_lock(&self->mutex);
@@ -115,7 +119,8 @@ static NxmemStatus eager_deallocate(void* ctx, const NxmemAllocation* allocation
   if (found != NULL && (found->ptr != allocation->ptr || found->bytes != allocation->bytes)) found = NULL;
   if (found != NULL) *link = found->next;
   pthread_mutex_unlock(&self->mutex);
-  if (found == NULL) return example_status(NXMEM_STATUS_UNKNOWN_ALLOCATION, NAME ": no live allocation with this id, address and size");
+  if (found == NULL)
+    return example_status(NXMEM_STATUS_UNKNOWN_ALLOCATION, NAME ": no live allocation with this id, address and size");
   BACKEND_FREE(found->ptr, found->wanted, found->align);
   free(found);
   atomic_fetch_sub(&live_allocations, 1);
@@ -148,7 +153,8 @@ static void eager_release(void* ctx) {
 static NxmemStatus open_allocator(void* ctx, const NxmemOpenRequest* request, const NxmemAllocatorVtable** out) {
   (void)ctx;
   if (request == NULL || out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
-  if (request->device.tier != NXMEM_TIER_HOST) return example_status(NXMEM_STATUS_WRONG_DEVICE, NAME ": host memory only");
+  if (request->device.tier != NXMEM_TIER_HOST)
+    return example_status(NXMEM_STATUS_WRONG_DEVICE, NAME ": host memory only");
   if ((request->required_capability_flags & ~NXMEM_CAP_ALLOCATOR) != 0) {
     return example_status(NXMEM_STATUS_UNSUPPORTED_CAPABILITY, NAME ": offers the allocator capability only");
   }

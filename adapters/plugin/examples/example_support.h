@@ -51,13 +51,15 @@ static inline NxmemStatus example_ok(void) { return example_status(NXMEM_STATUS_
 static inline NxmemStatus example_negotiate(const char* name, uint32_t plugin_minor_min, uint32_t plugin_minor_max,
                                             uint64_t capabilities, const NxmemNegotiateRequest* request,
                                             NxmemNegotiateResponse* response) {
-  if (request == NULL || response == NULL) return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT, "%s: null argument", name);
+  if (request == NULL || response == NULL)
+    return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT, "%s: null argument", name);
   memset(response, 0, sizeof *response);
   response->struct_size = sizeof *response;
   const NxmemVersionRange plugin = {1, 1, plugin_minor_min, plugin_minor_max};
   response->plugin_range = plugin;
   if (request->struct_size < sizeof(NxmemNegotiateRequest)) {
-    return example_statusf(NXMEM_STATUS_SHORT_STRUCT, "%s: the request is %u bytes, under 32", name, request->struct_size);
+    return example_statusf(NXMEM_STATUS_SHORT_STRUCT, "%s: the request is %u bytes, under 32", name,
+                           request->struct_size);
   }
   const NxmemVersionRange host = request->host_range;
   if (host.major_min > plugin.major_max || host.major_max < plugin.major_min) {
@@ -65,8 +67,8 @@ static inline NxmemStatus example_negotiate(const char* name, uint32_t plugin_mi
   }
   const uint32_t minor = host.minor_max < plugin.minor_max ? host.minor_max : plugin.minor_max;
   if (minor < host.minor_min || minor < plugin.minor_min) {
-    return example_statusf(NXMEM_STATUS_VERSION_MISMATCH, "%s: speaks minors 1.%u to 1.%u only", name,
-                           plugin_minor_min, plugin_minor_max);
+    return example_statusf(NXMEM_STATUS_VERSION_MISMATCH, "%s: speaks minors 1.%u to 1.%u only", name, plugin_minor_min,
+                           plugin_minor_max);
   }
   uint64_t flags = capabilities & request->host_capability_flags & NXMEM_CAP_KNOWN_MASK;
   if (minor < 1) flags &= ~NXMEM_CAP_STRUCTURED_RELEASE;

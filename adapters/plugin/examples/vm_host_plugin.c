@@ -70,7 +70,7 @@
 #define MECHANISM_ID 0x766d2d686f7374ull /* "vm-host" */
 #define NAME "vm-host"
 
-#define PLUGIN_CAPS                                                                                     \
+#define PLUGIN_CAPS                                                                                          \
   (NXMEM_CAP_ALLOCATOR | NXMEM_CAP_VIRTUAL_BACKING | NXMEM_CAP_SHARED_MAPPING | NXMEM_CAP_DEFERRED_RELEASE | \
    NXMEM_CAP_STRUCTURED_RELEASE)
 
@@ -353,9 +353,9 @@ static NxmemStatus lookup(const Allocator* self, const NxmemAllocation* allocati
   *out = find_region(self, allocation);
   if (*out == NULL) {
     return example_statusf(NXMEM_STATUS_UNKNOWN_ALLOCATION,
-                   NAME ": no live allocation %llu of %llu bytes at alignment %llu at this address",
-                   (unsigned long long)allocation->allocation_id, (unsigned long long)allocation->bytes,
-                   (unsigned long long)allocation->align);
+                           NAME ": no live allocation %llu of %llu bytes at alignment %llu at this address",
+                           (unsigned long long)allocation->allocation_id, (unsigned long long)allocation->bytes,
+                           (unsigned long long)allocation->align);
   }
   return example_ok();
 }
@@ -459,8 +459,8 @@ static NxmemStatus commit_locked(Allocator* self, Region* region, uint64_t offse
   for (uint64_t g = first; g <= last; ++g) {
     if (region->granules[g] == GRANULE_SHARED) {
       return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT,
-                     NAME ": range %llu+%llu overlaps a read-only shared prefix mapping; nothing was changed",
-                     (unsigned long long)offset, (unsigned long long)length);
+                             NAME ": range %llu+%llu overlaps a read-only shared prefix mapping; nothing was changed",
+                             (unsigned long long)offset, (unsigned long long)length);
     }
   }
   if (!spans_reserve_one(&region->committed)) {
@@ -500,8 +500,9 @@ static NxmemStatus commit_locked(Allocator* self, Region* region, uint64_t offse
         region->granules[back] = GRANULE_UNMAPPED;
       }
       char text[128];
-      return example_statusf(code_of_errno(error), NAME ": mprotect could not commit %llu bytes (%s); nothing was changed",
-                     (unsigned long long)refused, error_text(error, text, sizeof text));
+      return example_statusf(code_of_errno(error),
+                             NAME ": mprotect could not commit %llu bytes (%s); nothing was changed",
+                             (unsigned long long)refused, error_text(error, text, sizeof text));
     }
     g = end;
   }
@@ -518,8 +519,8 @@ static int range_inside(uint64_t offset, uint64_t length, uint64_t bytes) {
 
 static NxmemStatus outside(uint64_t offset, uint64_t length, uint64_t bytes) {
   return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT,
-                 NAME ": range %llu+%llu lies outside the allocation of %llu bytes; nothing was changed",
-                 (unsigned long long)offset, (unsigned long long)length, (unsigned long long)bytes);
+                         NAME ": range %llu+%llu lies outside the allocation of %llu bytes; nothing was changed",
+                         (unsigned long long)offset, (unsigned long long)length, (unsigned long long)bytes);
 }
 
 /* ---- the allocator ------------------------------------------------------ */
@@ -528,13 +529,15 @@ static NxmemStatus outside(uint64_t offset, uint64_t length, uint64_t bytes) {
  * region is in the table, so no lock is held across it. */
 static NxmemStatus make_allocation(Allocator* self, const NxmemAllocRequest* request, const NxmemByteRange* ranges,
                                    uint64_t range_count, NxmemAllocResult* result) {
-  if (request->struct_size < sizeof(NxmemAllocRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
+  if (request->struct_size < sizeof(NxmemAllocRequest))
+    return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
   NxmemStatus identity = check_identity(self, request->mechanism_id, request->device);
   if (failed(identity)) return identity;
   const uint64_t bytes = request->bytes;
   const uint64_t align = request->align;
   if (!is_power_of_two(align)) {
-    return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": alignment %llu is not a power of two", (unsigned long long)align);
+    return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": alignment %llu is not a power of two",
+                           (unsigned long long)align);
   }
   if (request->allocation_id == 0) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": allocation id 0");
   const uint64_t granule = self->granule;
@@ -546,9 +549,10 @@ static NxmemStatus make_allocation(Allocator* self, const NxmemAllocRequest* req
   if (!overflows && round_up(wanted, granule) + boundary - granule > (uint64_t)SIZE_MAX) overflows = 1;
 #endif
   if (overflows) {
-    return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT,
-                   NAME ": the size %llu overflows when rounded up to whole granules of %llu bytes at alignment %llu",
-                   (unsigned long long)bytes, (unsigned long long)granule, (unsigned long long)align);
+    return example_statusf(
+        NXMEM_STATUS_INVALID_ARGUMENT,
+        NAME ": the size %llu overflows when rounded up to whole granules of %llu bytes at alignment %llu",
+        (unsigned long long)bytes, (unsigned long long)granule, (unsigned long long)align);
   }
   const uint64_t span = round_up(wanted, granule);
   const uint64_t reserved = span + boundary - granule;
@@ -557,10 +561,9 @@ static NxmemStatus make_allocation(Allocator* self, const NxmemAllocRequest* req
   }
   for (uint64_t i = 0; i < range_count; ++i) {
     if (!range_inside(ranges[i].offset, ranges[i].bytes, bytes)) {
-      return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT,
-                     NAME ": committed range %llu+%llu lies outside the allocation of %llu bytes",
-                     (unsigned long long)ranges[i].offset, (unsigned long long)ranges[i].bytes,
-                     (unsigned long long)bytes);
+      return example_statusf(
+          NXMEM_STATUS_INVALID_ARGUMENT, NAME ": committed range %llu+%llu lies outside the allocation of %llu bytes",
+          (unsigned long long)ranges[i].offset, (unsigned long long)ranges[i].bytes, (unsigned long long)bytes);
     }
   }
 
@@ -572,7 +575,7 @@ static NxmemStatus make_allocation(Allocator* self, const NxmemAllocRequest* req
     free(region);
     char text[128];
     return example_statusf(code_of_errno(error), NAME ": mmap could not reserve %llu bytes of address space: %s",
-                   (unsigned long long)reserved, error_text(error, text, sizeof text));
+                           (unsigned long long)reserved, error_text(error, text, sizeof text));
   }
   /* Trim both ends back to the aligned span. */
   const uintptr_t start = (uintptr_t)raw;
@@ -586,7 +589,8 @@ static NxmemStatus make_allocation(Allocator* self, const NxmemAllocRequest* req
   region->granule_count = span / granule;
   region->granules = calloc((size_t)region->granule_count, 1);
   NxmemStatus outcome = example_ok();
-  if (region->granules == NULL) outcome = example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for the granule map");
+  if (region->granules == NULL)
+    outcome = example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for the granule map");
   for (uint64_t i = 0; i < range_count && !failed(outcome); ++i) {
     outcome = commit_locked(self, region, ranges[i].offset, ranges[i].bytes, 0);
   }
@@ -599,7 +603,7 @@ static NxmemStatus make_allocation(Allocator* self, const NxmemAllocRequest* req
     pthread_mutex_unlock(&self->mutex);
     if (!inserted) {
       outcome = example_statusf(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": allocation id %llu is already live",
-                        (unsigned long long)request->allocation_id);
+                                (unsigned long long)request->allocation_id);
     }
   }
   if (failed(outcome)) {
@@ -617,7 +621,8 @@ static NxmemStatus make_allocation(Allocator* self, const NxmemAllocRequest* req
 
 static NxmemStatus vm_allocate(void* ctx, const NxmemAllocRequest* request, NxmemAllocResult* result) {
   if (request == NULL || result == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
-  if (request->struct_size < sizeof(NxmemAllocRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
+  if (request->struct_size < sizeof(NxmemAllocRequest))
+    return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
   /* An ordinary allocation is usable throughout: all of it is committed. */
   const NxmemByteRange whole = {0, request->bytes};
   return make_allocation(ctx, request, &whole, request->bytes == 0 ? 0 : 1, result);
@@ -693,8 +698,9 @@ static void release_taken(Allocator* self, Region* region, NxmemReleaseOutcome* 
     insert_region(self, region);
     pthread_mutex_unlock(&self->mutex);
     outcome->state = NXMEM_RELEASE_FAILED;
-    outcome->failure = example_statusf(code_of_errno(error), NAME ": munmap of the allocation failed (%s); nothing was changed",
-                                       error_text(error, text, sizeof text));
+    outcome->failure =
+        example_statusf(code_of_errno(error), NAME ": munmap of the allocation failed (%s); nothing was changed",
+                        error_text(error, text, sizeof text));
     return;
   }
   /* The mappings into it stay counted as views until the final release
@@ -707,14 +713,16 @@ static void release_taken(Allocator* self, Region* region, NxmemReleaseOutcome* 
   outcome->unmapped_bytes = unmapped * granule;
   outcome->residual_owned_bytes = (mapped - unmapped) * granule;
   outcome->failure = example_statusf(code_of_errno(error),
-                                     NAME ": munmap failed (%s) after %llu of the allocation's %llu mapped bytes were "
-                                          "unmapped; the rest stays mapped and the address is never reissued",
+                                     NAME
+                                     ": munmap failed (%s) after %llu of the allocation's %llu mapped bytes were "
+                                     "unmapped; the rest stays mapped and the address is never reissued",
                                      error_text(error, text, sizeof text), (unsigned long long)(unmapped * granule),
                                      (unsigned long long)(mapped * granule));
 }
 
 static NxmemStatus take_out(Allocator* self, const NxmemAllocation* allocation, Region** out) {
-  if (allocation->struct_size < sizeof(NxmemAllocation)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short allocation");
+  if (allocation->struct_size < sizeof(NxmemAllocation))
+    return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short allocation");
   pthread_mutex_lock(&self->mutex);
   NxmemStatus found = lookup(self, allocation, out);
   if (!failed(found)) unlink_region(self, *out);
@@ -723,7 +731,8 @@ static NxmemStatus take_out(Allocator* self, const NxmemAllocation* allocation, 
 }
 
 static NxmemStatus vm_deallocate(void* ctx, const NxmemAllocation* allocation, uint64_t* unmapped_out) {
-  if (allocation == NULL || unmapped_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (allocation == NULL || unmapped_out == NULL)
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
   Region* region = NULL;
   const NxmemStatus found = take_out(ctx, allocation, &region);
   if (failed(found)) return found;
@@ -740,7 +749,8 @@ static NxmemStatus vm_deallocate(void* ctx, const NxmemAllocation* allocation, u
 }
 
 static NxmemStatus vm_release_allocation(void* ctx, const NxmemAllocation* allocation, NxmemReleaseOutcome* outcome) {
-  if (allocation == NULL || outcome == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (allocation == NULL || outcome == NULL)
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
   Region* region = NULL;
   const NxmemStatus found = take_out(ctx, allocation, &region);
   if (failed(found)) {
@@ -869,9 +879,9 @@ static NxmemStatus deliver_head_locked(Allocator* self) {
     outcome->state = NXMEM_RELEASE_QUARANTINED;
     outcome->allocation_bytes = queued->bytes;
     outcome->residual_owned_bytes = queued->bytes;
-    outcome->failure = example_status(NXMEM_STATUS_DEVICE_ERROR,
-                                      NAME ": the device was lost with this release queued; its memory was not "
-                                           "released and stays with the allocator until its final release");
+    outcome->failure = example_status(NXMEM_STATUS_DEVICE_ERROR, NAME
+                                      ": the device was lost with this release queued; its memory was not "
+                                      "released and stays with the allocator until its final release");
   } else {
     /* A FAILED release leaves the region back in the table, live; the host
      * restores its record on FAILED. */
@@ -984,7 +994,8 @@ static void join_exited_workers(void) {
  * whole open. Caller holds the mutex, which the new worker waits for. */
 static NxmemStatus start_worker_locked(Allocator* self) {
   Exited* record = calloc(1, sizeof *record);
-  if (record == NULL) return example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for the release worker's record");
+  if (record == NULL)
+    return example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for the release worker's record");
   /* Created with every signal blocked, which it keeps: a process signal is
    * the host's, for a thread the host runs, not for this one. */
   sigset_t all, previous;
@@ -1011,13 +1022,15 @@ static NxmemStatus queue_refusal_locked(const Allocator* self) {
                           NAME ": the device is lost, so nothing more is queued; the allocation stays live");
   }
   if (self->queue_closed) {
-    return example_status(NXMEM_STATUS_UNSUPPORTED_CAPABILITY,
-                          NAME ": the release queue is closed, so deferred release is no longer offered; the "
-                               "allocation stays live");
+    return example_status(NXMEM_STATUS_UNSUPPORTED_CAPABILITY, NAME
+                          ": the release queue is closed, so deferred release is no longer offered; the "
+                          "allocation stays live");
   }
   if (self->capacity != 0 && pending_locked(self) >= self->capacity) {
-    return example_statusf(NXMEM_STATUS_BUSY, NAME ": the release queue is full (%llu tickets pending); the allocation "
-                                                   "stays live",
+    return example_statusf(NXMEM_STATUS_BUSY,
+                           NAME
+                           ": the release queue is full (%llu tickets pending); the allocation "
+                           "stays live",
                            (unsigned long long)self->capacity);
   }
   return example_ok();
@@ -1025,12 +1038,14 @@ static NxmemStatus queue_refusal_locked(const Allocator* self) {
 
 static NxmemStatus vm_enqueue_release(void* ctx, const NxmemAllocation* allocation, uint64_t* ticket_out) {
   Allocator* self = ctx;
-  if (allocation == NULL || ticket_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
-  if (allocation->struct_size < sizeof(NxmemAllocation)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short allocation");
+  if (allocation == NULL || ticket_out == NULL)
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (allocation->struct_size < sizeof(NxmemAllocation))
+    return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short allocation");
   if (self->host.release_completed == NULL) {
-    return example_status(NXMEM_STATUS_INVALID_ARGUMENT,
-                          NAME ": no release_completed callback was given at open, so a queued release could never be "
-                               "reported; release it directly");
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME
+                          ": no release_completed callback was given at open, so a queued release could never be "
+                          "reported; release it directly");
   }
   /* What can fail for want of memory or a thread is done before the
    * allocation leaves the table, so a refused enqueue changes nothing. */
@@ -1089,9 +1104,9 @@ static NxmemStatus vm_drain_releases(void* ctx, uint64_t max, uint64_t* retired_
     /* Waiting here would wait for this very thread's own delivery. */
     pthread_mutex_unlock(&self->mutex);
     *retired_out = 0;
-    return example_status(NXMEM_STATUS_BUSY,
-                          NAME ": drain_releases was called from inside this allocator's release_completed; the "
-                               "tickets still queued are reported after that callback returns");
+    return example_status(NXMEM_STATUS_BUSY, NAME
+                          ": drain_releases was called from inside this allocator's release_completed; the "
+                          "tickets still queued are reported after that callback returns");
   }
   /* The fenced tickets are the queue's tail: everything before the first
    * of them has passed, and is what this call answers for. */
@@ -1119,8 +1134,9 @@ static NxmemStatus vm_drain_releases(void* ctx, uint64_t max, uint64_t* retired_
     if (failed(reported)) {
       char text[NXMEM_STATUS_MESSAGE_MAX + 1];
       answer = example_statusf(NXMEM_STATUS_CALLBACK_FAILED,
-                               NAME ": release_completed refused ticket %llu (status %u: %s); it is retired all the "
-                                    "same, and the worker reports the rest",
+                               NAME
+                               ": release_completed refused ticket %llu (status %u: %s); it is retired all the "
+                               "same, and the worker reports the rest",
                                (unsigned long long)ticket, reported.code, host_message(&reported, text, sizeof text));
       break;
     }
@@ -1164,14 +1180,16 @@ static void vm_release(void* ctx) {
 
 static NxmemStatus vm_allocate_committed(void* ctx, const NxmemAllocRequest* request, NxmemAllocResult* result) {
   if (request == NULL || result == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
-  if (request->struct_size < sizeof(NxmemAllocRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
+  if (request->struct_size < sizeof(NxmemAllocRequest))
+    return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
   return make_allocation(ctx, request, request->committed_ranges, request->committed_range_count, result);
 }
 
 static NxmemStatus vm_commit_range(void* ctx, const NxmemRangeRequest* request) {
   Allocator* self = ctx;
   if (request == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
-  if (request->struct_size < sizeof(NxmemRangeRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
+  if (request->struct_size < sizeof(NxmemRangeRequest))
+    return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
   Region* region = NULL;
   pthread_mutex_lock(&self->mutex);
   NxmemStatus outcome = lookup(self, &request->allocation, &region);
@@ -1227,7 +1245,7 @@ static int each_victim_run(Allocator* self, const Region* region, uint64_t first
         return 0;
       }
     }
-    const int done = step == VICTIMS_DISCARD          ? madvise(at, length, MADV_DONTNEED) == 0
+    const int done = step == VICTIMS_DISCARD        ? madvise(at, length, MADV_DONTNEED) == 0
                      : step == VICTIMS_PROTECT_NONE ? mprotect(at, length, PROT_NONE) == 0
                                                     : mprotect(at, length, PROT_READ | PROT_WRITE) == 0;
     if (!done) return 0;
@@ -1238,8 +1256,10 @@ static int each_victim_run(Allocator* self, const Region* region, uint64_t first
 
 static NxmemStatus vm_decommit_range(void* ctx, const NxmemRangeRequest* request, uint64_t* unmapped_out) {
   Allocator* self = ctx;
-  if (request == NULL || unmapped_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
-  if (request->struct_size < sizeof(NxmemRangeRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
+  if (request == NULL || unmapped_out == NULL)
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (request->struct_size < sizeof(NxmemRangeRequest))
+    return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
   const uint64_t granule = self->granule;
   const uint64_t begin = request->range.offset;
   const uint64_t length = request->range.bytes;
@@ -1271,8 +1291,9 @@ static NxmemStatus vm_decommit_range(void* ctx, const NxmemRangeRequest* request
         const int error = errno;
         each_victim_run(self, region, first, last, begin, end, VICTIMS_PROTECT_READ_WRITE);
         char text[128];
-        outcome = example_statusf(code_of_errno(error), NAME ": %s failed while decommitting (%s); the range stays committed",
-                          i == 0 ? "mprotect" : "madvise", error_text(error, text, sizeof text));
+        outcome =
+            example_statusf(code_of_errno(error), NAME ": %s failed while decommitting (%s); the range stays committed",
+                            i == 0 ? "mprotect" : "madvise", error_text(error, text, sizeof text));
         goto done;
       }
     }
@@ -1358,17 +1379,20 @@ static NxmemStatus vm_mapped_bytes_for_ranges(void* ctx, const NxmemRangeRequest
 
 static NxmemStatus vm_mapped_bytes_for_allocation(void* ctx, const NxmemAllocRequest* request, uint64_t* mapped_out) {
   Allocator* self = ctx;
-  if (request == NULL || mapped_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
-  if (request->struct_size < sizeof(NxmemAllocRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
+  if (request == NULL || mapped_out == NULL)
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (request->struct_size < sizeof(NxmemAllocRequest))
+    return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
   NxmemStatus identity = check_identity(self, request->mechanism_id, request->device);
   if (failed(identity)) return identity;
   if (!is_power_of_two(request->align)) {
     return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": alignment %llu is not a power of two",
-                   (unsigned long long)request->align);
+                           (unsigned long long)request->align);
   }
   if (request->bytes > UINT64_MAX - (self->granule - 1)) {
-    return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": the size %llu overflows when rounded up to whole granules",
-                   (unsigned long long)request->bytes);
+    return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT,
+                           NAME ": the size %llu overflows when rounded up to whole granules",
+                           (unsigned long long)request->bytes);
   }
   /* What allocate commits: the bytes, in whole granules. */
   *mapped_out = round_up(request->bytes, self->granule);
@@ -1377,8 +1401,10 @@ static NxmemStatus vm_mapped_bytes_for_allocation(void* ctx, const NxmemAllocReq
 
 static NxmemStatus vm_committed_bytes(void* ctx, const NxmemAllocation* allocation, uint64_t* committed_out) {
   Allocator* self = ctx;
-  if (allocation == NULL || committed_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
-  if (allocation->struct_size < sizeof(NxmemAllocation)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short allocation");
+  if (allocation == NULL || committed_out == NULL)
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (allocation->struct_size < sizeof(NxmemAllocation))
+    return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short allocation");
   Region* region = NULL;
   pthread_mutex_lock(&self->mutex);
   NxmemStatus outcome = lookup(self, allocation, &region);
@@ -1408,8 +1434,8 @@ static NxmemStatus find_prefix(const Allocator* self, const NxmemSharedPrefixHan
     }
   }
   return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT,
-                 NAME ": prefix %llu is not a live prefix of this allocator (foreign, unknown or released)",
-                 (unsigned long long)handle->handle);
+                         NAME ": prefix %llu is not a live prefix of this allocator (foreign, unknown or released)",
+                         (unsigned long long)handle->handle);
 }
 
 static NxmemStatus vm_create_shared_prefix(void* ctx, uint64_t mechanism_id, uint64_t bytes,
@@ -1417,10 +1443,12 @@ static NxmemStatus vm_create_shared_prefix(void* ctx, uint64_t mechanism_id, uin
   Allocator* self = ctx;
   if (handle_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
   if (mechanism_id != MECHANISM_ID) return example_status(NXMEM_STATUS_WRONG_MECHANISM, NAME ": not this mechanism");
-  if (bytes == 0) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": a shared prefix of zero bytes shares nothing");
+  if (bytes == 0)
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": a shared prefix of zero bytes shares nothing");
   if (bytes > (uint64_t)INT64_MAX - (self->granule - 1)) {
-    return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": the prefix size %llu overflows when rounded up to whole granules",
-                   (unsigned long long)bytes);
+    return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT,
+                           NAME ": the prefix size %llu overflows when rounded up to whole granules",
+                           (unsigned long long)bytes);
   }
   const uint64_t mapped = round_up(bytes, self->granule);
   Prefix* prefix = calloc(1, sizeof *prefix);
@@ -1437,7 +1465,7 @@ static NxmemStatus vm_create_shared_prefix(void* ctx, uint64_t mechanism_id, uin
     close(fd);
     free(prefix);
     return example_statusf(code_of_errno(error), NAME ": ftruncate of the prefix memfd to %llu bytes: %s",
-                   (unsigned long long)mapped, error_text(error, text, sizeof text));
+                           (unsigned long long)mapped, error_text(error, text, sizeof text));
   }
   void* window = mmap(NULL, (size_t)mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (window == MAP_FAILED) {
@@ -1445,7 +1473,7 @@ static NxmemStatus vm_create_shared_prefix(void* ctx, uint64_t mechanism_id, uin
     close(fd);
     free(prefix);
     return example_statusf(code_of_errno(error), NAME ": mmap of the prefix owner window of %llu bytes: %s",
-                   (unsigned long long)mapped, error_text(error, text, sizeof text));
+                           (unsigned long long)mapped, error_text(error, text, sizeof text));
   }
   prefix->handle = atomic_fetch_add(&next_handle, 1);
   prefix->fd = fd;
@@ -1526,17 +1554,17 @@ static NxmemStatus vm_commit_shared_prefix(void* ctx, const NxmemSharedPrefixCom
   if (failed(outcome)) goto done;
   if (offset % granule != 0) {
     outcome = example_statusf(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": offset %llu is not a multiple of the granule %llu",
-                      (unsigned long long)offset, (unsigned long long)granule);
+                              (unsigned long long)offset, (unsigned long long)granule);
     goto done;
   }
   {
     const uint64_t span = region->granule_count * granule;
     if (offset > region->bytes || prefix->requested_bytes > region->bytes - offset ||
         prefix->mapped_bytes > span - (offset < span ? offset : span)) {
-      outcome = example_statusf(NXMEM_STATUS_INVALID_ARGUMENT,
-                        NAME ": a prefix of %llu bytes does not fit in the allocation of %llu bytes at offset %llu",
-                        (unsigned long long)prefix->requested_bytes, (unsigned long long)region->bytes,
-                        (unsigned long long)offset);
+      outcome = example_statusf(
+          NXMEM_STATUS_INVALID_ARGUMENT,
+          NAME ": a prefix of %llu bytes does not fit in the allocation of %llu bytes at offset %llu",
+          (unsigned long long)prefix->requested_bytes, (unsigned long long)region->bytes, (unsigned long long)offset);
       goto done;
     }
     const uint64_t first = offset / granule;
@@ -1544,8 +1572,8 @@ static NxmemStatus vm_commit_shared_prefix(void* ctx, const NxmemSharedPrefixCom
     for (uint64_t g = first; g < first + count; ++g) {
       if (region->granules[g] != GRANULE_UNMAPPED) {
         outcome = example_statusf(NXMEM_STATUS_INVALID_ARGUMENT,
-                          NAME ": the target range at offset %llu is already committed or mapped",
-                          (unsigned long long)offset);
+                                  NAME ": the target range at offset %llu is already committed or mapped",
+                                  (unsigned long long)offset);
         goto done;
       }
     }
@@ -1567,7 +1595,8 @@ static NxmemStatus vm_commit_shared_prefix(void* ctx, const NxmemSharedPrefixCom
      * them with the rest. */
     const uint64_t fine = steps_before_fault_locked(self, ORTMEM_CTS_FAULT_PREFIX_MAP, count);
     int error = 0;
-    if (fine != 0 && mmap(target, (size_t)(fine * granule), PROT_READ, MAP_SHARED | MAP_FIXED, prefix->fd, 0) == MAP_FAILED) {
+    if (fine != 0 &&
+        mmap(target, (size_t)(fine * granule), PROT_READ, MAP_SHARED | MAP_FIXED, prefix->fd, 0) == MAP_FAILED) {
       error = errno;
     } else if (fine < count) {
       error = ENOMEM; /* the injected failure: what mmap says when the kernel runs out */
@@ -1577,8 +1606,9 @@ static NxmemStatus vm_commit_shared_prefix(void* ctx, const NxmemSharedPrefixCom
       mmap(target, (size_t)prefix->mapped_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
            0);
       char text[128];
-      outcome = example_statusf(code_of_errno(error), NAME ": mmap of the prefix into the target failed (%s); no mapping was made",
-                        error_text(error, text, sizeof text));
+      outcome = example_statusf(code_of_errno(error),
+                                NAME ": mmap of the prefix into the target failed (%s); no mapping was made",
+                                error_text(error, text, sizeof text));
       goto done;
     }
     for (uint64_t g = first; g < first + count; ++g) region->granules[g] = GRANULE_SHARED;
@@ -1661,9 +1691,9 @@ static NxmemStatus control_lose_device(void* ctx) {
   if (is_deliverer(self)) {
     /* Waiting for the queue to empty would wait for this very thread. */
     pthread_mutex_unlock(&self->mutex);
-    return example_status(NXMEM_STATUS_BUSY,
-                          NAME ": lose_device was called from inside this allocator's release_completed, which "
-                               "holds the queue's next ticket back");
+    return example_status(NXMEM_STATUS_BUSY, NAME
+                          ": lose_device was called from inside this allocator's release_completed, which "
+                          "holds the queue's next ticket back");
   }
   self->device_lost = 1;
   /* The work behind every fence went with the device: no fence is left to
@@ -1742,7 +1772,8 @@ static const OrtmemCtsControls controls = {
 static NxmemStatus open_allocator(void* ctx, const NxmemOpenRequest* request, const NxmemAllocatorVtable** out) {
   (void)ctx;
   if (request == NULL || out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
-  if (request->struct_size < sizeof(NxmemOpenRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short open request");
+  if (request->struct_size < sizeof(NxmemOpenRequest))
+    return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short open request");
   if (request->device.tier != NXMEM_TIER_HOST || request->device.index != 0) {
     return example_status(NXMEM_STATUS_WRONG_DEVICE, NAME ": host memory (host, 0) only");
   }
@@ -1752,8 +1783,8 @@ static NxmemStatus open_allocator(void* ctx, const NxmemOpenRequest* request, co
   const uint64_t offered = minor >= 1 ? PLUGIN_CAPS : PLUGIN_CAPS & ~NXMEM_CAP_STRUCTURED_RELEASE;
   if ((request->required_capability_flags & ~offered) != 0) {
     return example_statusf(NXMEM_STATUS_UNSUPPORTED_CAPABILITY,
-                   NAME ": required capabilities 0x%llx include some it lacks at minor %u (it offers 0x%llx)",
-                   (unsigned long long)request->required_capability_flags, minor, (unsigned long long)offered);
+                           NAME ": required capabilities 0x%llx include some it lacks at minor %u (it offers 0x%llx)",
+                           (unsigned long long)request->required_capability_flags, minor, (unsigned long long)offered);
   }
   /* The table is the same 32 bytes at every minor, so a shorter one is read
    * as none. A copy of it serves for the allocator's life: it is what this
@@ -1772,17 +1803,19 @@ static NxmemStatus open_allocator(void* ctx, const NxmemOpenRequest* request, co
    * required without one, it could never report a ticket. */
   if ((request->required_capability_flags & NXMEM_CAP_DEFERRED_RELEASE) != 0 && host.release_completed == NULL) {
     if (callbacks == NULL) {
-      return example_status(NXMEM_STATUS_UNSUPPORTED_CAPABILITY,
-                            NAME ": deferred release is required but no host callbacks were given, so a queued "
-                                 "release could never be reported");
+      return example_status(NXMEM_STATUS_UNSUPPORTED_CAPABILITY, NAME
+                            ": deferred release is required but no host callbacks were given, so a queued "
+                            "release could never be reported");
     }
     return example_statusf(NXMEM_STATUS_UNSUPPORTED_CAPABILITY,
-                           NAME ": deferred release is required but the host callbacks (%u bytes) carry no "
-                                "release_completed, so a queued release could never be reported",
+                           NAME
+                           ": deferred release is required but the host callbacks (%u bytes) carry no "
+                           "release_completed, so a queued release could never be reported",
                            callbacks->struct_size);
   }
   const long page = sysconf(_SC_PAGESIZE);
-  if (page <= 0 || !is_power_of_two((uint64_t)page)) return example_status(NXMEM_STATUS_INTERNAL_ERROR, NAME ": no page size");
+  if (page <= 0 || !is_power_of_two((uint64_t)page))
+    return example_status(NXMEM_STATUS_INTERNAL_ERROR, NAME ": no page size");
   Allocator* self = calloc(1, sizeof *self);
   if (self == NULL) return example_status(NXMEM_STATUS_OUT_OF_MEMORY, NAME ": no memory for an allocator");
   self->bucket_count = 64;
@@ -1889,12 +1922,13 @@ NxmemStatus NxmemCreateAllocatorFactories(const NxmemAllocatorFactoryVtable** ou
   return example_ok();
 }
 
-NxmemStatus OrtmemCtsPluginControls(uint32_t kit_version, uint64_t mechanism_id, const OrtmemCtsControls** controls_out) {
+NxmemStatus OrtmemCtsPluginControls(uint32_t kit_version, uint64_t mechanism_id,
+                                    const OrtmemCtsControls** controls_out) {
   if (controls_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
   *controls_out = NULL;
   if (kit_version < 1) {
-    return example_statusf(NXMEM_STATUS_VERSION_MISMATCH, NAME ": the controls table is version 1; the kit reads up to %u",
-                           kit_version);
+    return example_statusf(NXMEM_STATUS_VERSION_MISMATCH,
+                           NAME ": the controls table is version 1; the kit reads up to %u", kit_version);
   }
   if (mechanism_id != MECHANISM_ID) {
     return example_statusf(NXMEM_STATUS_NOT_IMPLEMENTED, NAME ": no controls for mechanism 0x%llx",

@@ -174,9 +174,9 @@ struct AllocatorRec {
   std::uint64_t mechanism_id = 0;
   NxmemDeviceId device{};
   std::uint64_t last_id = 0;
-  std::vector<void*> blocks;  // the vtables; freed on the release
+  std::vector<void*> blocks;                 // the vtables; freed on the release
   std::map<std::uint64_t, Allocation> live;  // by allocation id
-  std::vector<void*> kept;  // quarantined or abandoned buffers
+  std::vector<void*> kept;                   // quarantined or abandoned buffers
 };
 
 struct FactoryRec {
@@ -320,7 +320,8 @@ void h_retain(void*) { kit_bug("the host called retain; the ABI says it never do
 void h_release(void* ctx) {
   for (AllocatorRec& rec : g->allocators) {
     if (&rec != ctx) continue;
-    if (!rec.owed) kit_bug("an allocator the host does not owe a release (failed open, or too short to hold the slot) was released");
+    if (!rec.owed)
+      kit_bug("an allocator the host does not owe a release (failed open, or too short to hold the slot) was released");
     if (++rec.released > 1) kit_bug("an allocator was released twice");
     for (void* block : rec.blocks) std::free(block);
     rec.blocks.clear();
@@ -473,14 +474,14 @@ NxmemStatus h_open_allocator(void* ctx, const NxmemOpenRequest* request, const N
         vb.mapped_bytes_for_allocation = s.slot(&vb_mapped_for_allocation);
         vb.committed_bytes = s.slot(&vb_committed_bytes);
       });
-  table.shared_mapping = capability<NxmemSharedMappingVtable>(
-      s, rec, table.capability_flags, NXMEM_CAP_SHARED_MAPPING, [&](NxmemSharedMappingVtable& sm) {
-        sm.create_shared_prefix = s.slot(&sm_create);
-        sm.retain_shared_prefix = s.slot(&sm_retain);
-        sm.release_shared_prefix = s.slot(&sm_release);
-        sm.incremental_owned_bytes = s.slot(&sm_incremental);
-        sm.commit_shared_prefix = s.slot(&sm_commit);
-      });
+  table.shared_mapping = capability<NxmemSharedMappingVtable>(s, rec, table.capability_flags, NXMEM_CAP_SHARED_MAPPING,
+                                                              [&](NxmemSharedMappingVtable& sm) {
+                                                                sm.create_shared_prefix = s.slot(&sm_create);
+                                                                sm.retain_shared_prefix = s.slot(&sm_retain);
+                                                                sm.release_shared_prefix = s.slot(&sm_release);
+                                                                sm.incremental_owned_bytes = s.slot(&sm_incremental);
+                                                                sm.commit_shared_prefix = s.slot(&sm_commit);
+                                                              });
   table.enqueue_release = s.slot(&h_enqueue_release);
   table.drain_releases = s.slot(&h_drain_releases);
   table.pending_release_count = s.slot(&h_pending_release_count);
@@ -517,9 +518,11 @@ void h_factory_release(void* ctx) {
 NxmemStatus h_negotiate(const NxmemNegotiateRequest* request, NxmemNegotiateResponse* response) {
   if (request == nullptr || response == nullptr) kit_bug("NxmemNegotiate got a NULL request or response");
   if (request->struct_size != sizeof *request || request->reserved != 0 ||
-      request->host_range.major_min != NXMEM_ABI_VERSION_MAJOR || request->host_range.major_max != NXMEM_ABI_VERSION_MAJOR ||
+      request->host_range.major_min != NXMEM_ABI_VERSION_MAJOR ||
+      request->host_range.major_max != NXMEM_ABI_VERSION_MAJOR ||
       request->host_range.minor_min != NXMEM_ABI_VERSION_MINOR_BASELINE ||
-      request->host_range.minor_max > NXMEM_ABI_VERSION_MINOR || (request->host_capability_flags & ~NXMEM_CAP_KNOWN_MASK) != 0) {
+      request->host_range.minor_max > NXMEM_ABI_VERSION_MINOR ||
+      (request->host_capability_flags & ~NXMEM_CAP_KNOWN_MASK) != 0) {
     kit_bug("NxmemNegotiate got a request outside the ABI");
   }
   Script& s = g->script;
@@ -532,7 +535,8 @@ NxmemStatus h_negotiate(const NxmemNegotiateRequest* request, NxmemNegotiateResp
   response->plugin_range.major_max = s.small(1);
   response->plugin_range.minor_min = s.small(0);
   response->plugin_range.minor_max = s.small(1);
-  response->capability_flags = s.flags(NXMEM_CAP_ALLOCATOR | (request->host_capability_flags & NXMEM_CAP_STRUCTURED_RELEASE));
+  response->capability_flags =
+      s.flags(NXMEM_CAP_ALLOCATOR | (request->host_capability_flags & NXMEM_CAP_STRUCTURED_RELEASE));
   return status;
 }
 
@@ -637,7 +641,8 @@ NxmemStatus h_controls(std::uint32_t kit_version, std::uint64_t mechanism_id, co
   table.lose_device = s.slot(+[](void*) -> NxmemStatus { kit_bug("lose_device was called"); });
   table.arm_fault = s.slot(&h_arm_fault);
   table.clear_faults = s.slot(&h_fault_slot);
-  table.fill = s.slot(+[](void*, std::uint8_t*, std::uint64_t, std::uint8_t) -> NxmemStatus { kit_bug("fill was called"); });
+  table.fill =
+      s.slot(+[](void*, std::uint8_t*, std::uint64_t, std::uint8_t) -> NxmemStatus { kit_bug("fill was called"); });
   table.read = s.slot(
       +[](void*, const std::uint8_t*, std::uint8_t*, std::uint64_t) -> NxmemStatus { kit_bug("read was called"); });
   table.probe_write = s.slot(
@@ -727,7 +732,8 @@ void drive(Script& s, PluginAllocator& allocator) {
         }
         break;
       case 4:  // the oldest with another size
-        if (!issued.empty()) expect_refused(allocator, issued.front().ptr, issued.front().bytes + 1, issued.front().align);
+        if (!issued.empty())
+          expect_refused(allocator, issued.front().ptr, issued.front().bytes + 1, issued.front().align);
         break;
       case 5: {  // an address the kit never issued
         static std::uint8_t stranger[64];

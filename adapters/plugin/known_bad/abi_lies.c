@@ -58,15 +58,15 @@
  * minor-1 plugin, or deferred release. A manifest entry that forgets
  * base_vm fails the build here rather than building a plugin that cannot lie. */
 #if (LIE == LIE_OFFERS_BITS_HOST_WITHHELD || LIE == LIE_AGREES_MINOR_ABOVE_HOST || LIE == LIE_MESSAGE_NOT_UTF8 || \
-     LIE == LIE_UNLOAD_NEVER_DROPS_ALLOCATIONS || LIE == LIE_COMPLETION_UNDER_OWN_LOCK ||                        \
+     LIE == LIE_UNLOAD_NEVER_DROPS_ALLOCATIONS || LIE == LIE_COMPLETION_UNDER_OWN_LOCK ||                         \
      LIE == LIE_COMPLETION_NAMES_WRONG_MECHANISM) &&                                                              \
     !BASE_VM
 #error "this lie is told over the vm example: set base_vm in the manifest"
 #endif
 /* The lies that reach into the eager example's own allocation table or its
  * allocator-only factory. */
-#if (LIE == LIE_DEVICE_CHECKED_BEFORE_MECHANISM || LIE == LIE_LOOKUP_BY_ADDRESS_ONLY || \
-     LIE == LIE_OPEN_IGNORES_REQUIRED_CAPABILITY || LIE == LIE_UNLOAD_REPORT_ALWAYS_ZERO) &&  \
+#if (LIE == LIE_DEVICE_CHECKED_BEFORE_MECHANISM || LIE == LIE_LOOKUP_BY_ADDRESS_ONLY ||      \
+     LIE == LIE_OPEN_IGNORES_REQUIRED_CAPABILITY || LIE == LIE_UNLOAD_REPORT_ALWAYS_ZERO) && \
     BASE_VM
 #error "this lie is told over the eager example: clear base_vm in the manifest"
 #endif
@@ -74,10 +74,10 @@
 /* Whether the lie is in an allocator (or capability) slot, so the factory
  * hands out wrapped vtables; the negotiation and unload lies leave every
  * vtable the honest one. */
-#define WRAPS_ALLOCATOR                                                                                           \
+#define WRAPS_ALLOCATOR                                                                                              \
   (LIE == LIE_MESSAGE_NOT_TERMINATED || LIE == LIE_MESSAGE_NOT_UTF8 || LIE == LIE_DEVICE_CHECKED_BEFORE_MECHANISM || \
-   LIE == LIE_LOOKUP_BY_ADDRESS_ONLY || LIE == LIE_OPEN_IGNORES_REQUIRED_CAPABILITY ||                            \
-   LIE == LIE_UNLOAD_NEVER_DROPS_ALLOCATIONS || LIE == LIE_COMPLETION_UNDER_OWN_LOCK ||                           \
+   LIE == LIE_LOOKUP_BY_ADDRESS_ONLY || LIE == LIE_OPEN_IGNORES_REQUIRED_CAPABILITY ||                               \
+   LIE == LIE_UNLOAD_NEVER_DROPS_ALLOCATIONS || LIE == LIE_COMPLETION_UNDER_OWN_LOCK ||                              \
    LIE == LIE_COMPLETION_NAMES_WRONG_MECHANISM)
 /* Whether completions pass through the wrapper on their way to the host. */
 #define RELAYS_COMPLETIONS (LIE == LIE_COMPLETION_UNDER_OWN_LOCK || LIE == LIE_COMPLETION_NAMES_WRONG_MECHANISM)
@@ -116,8 +116,8 @@ NxmemStatus NxmemNegotiate(const NxmemNegotiateRequest* request, NxmemNegotiateR
   /* The bug: the major gate returns before plugin_range is filled, so a host
    * of another major learns nothing of what this plugin speaks. The other
    * refusals (short request, minors, no ALLOCATOR) still fill it. */
-  if (answer.code == NXMEM_STATUS_VERSION_MISMATCH &&
-      (request->host_range.major_min > NXMEM_ABI_VERSION_MAJOR || request->host_range.major_max < NXMEM_ABI_VERSION_MAJOR)) {
+  if (answer.code == NXMEM_STATUS_VERSION_MISMATCH && (request->host_range.major_min > NXMEM_ABI_VERSION_MAJOR ||
+                                                       request->host_range.major_max < NXMEM_ABI_VERSION_MAJOR)) {
     memset(&response->plugin_range, 0, sizeof response->plugin_range);
   }
 #elif LIE == LIE_OFFERS_BITS_HOST_WITHHELD
@@ -236,11 +236,16 @@ static NxmemStatus bend(NxmemStatus status) {
    * of the right length; only their encoding is wrong. (Each escape is ended
    * by closing the literal, since a hex escape eats every hex digit after it.) */
   if (status.code == NXMEM_STATUS_WRONG_MECHANISM) {
-    status = example_status(status.code, NAME ": m\xe9" "canisme \xe9" "tranger");
+    status = example_status(status.code, NAME
+                            ": m\xe9"
+                            "canisme \xe9"
+                            "tranger");
   } else if (status.code == NXMEM_STATUS_WRONG_DEVICE) {
     status = example_status(status.code, NAME ": p\xe9riph\xe9rique \xe9tranger");
   } else if (status.code == NXMEM_STATUS_UNKNOWN_ALLOCATION) {
-    status = example_status(status.code, NAME ": allocation inconnue (d\xe9j\xe0 lib\xe9r\xe9" "e ?)");
+    status = example_status(status.code, NAME
+                            ": allocation inconnue (d\xe9j\xe0 lib\xe9r\xe9"
+                            "e ?)");
   }
 #endif
   return status;

@@ -66,8 +66,8 @@ NxmemStatus NxmemNegotiate(const NxmemNegotiateRequest* request, NxmemNegotiateR
 static NxmemAllocatorFactoryVtable lying_factory;
 static NxmemAllocatorVtable lying_vtable;
 #if LIE == LIE_POINTER_WITHOUT_FLAG
-static const NxmemVirtualBackingVtable stray_virtual_backing = {sizeof(NxmemVirtualBackingVtable), 0, MECHANISM_ID, NULL,
-                                                                NULL, NULL, NULL, NULL, NULL, NULL};
+static const NxmemVirtualBackingVtable stray_virtual_backing = {
+    sizeof(NxmemVirtualBackingVtable), 0, MECHANISM_ID, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 #endif
 
 static NxmemStatus lying_open(void* ctx, const NxmemOpenRequest* request, const NxmemAllocatorVtable** out) {

@@ -161,7 +161,7 @@ static NxmemStatus relay_release_completed(void* host_ctx, const NxmemReleaseCom
 #endif
 #if LIE == LIE_COMPLETION_DELIVERED_TWICE || LIE == LIE_COMPLETION_FOR_NEVER_ENQUEUED_ALLOCATION
   pthread_mutex_lock(&w->mutex);
-  w->spare = bent; /* this one again */
+  w->spare = bent;                                   /* this one again */
 #if LIE == LIE_COMPLETION_FOR_NEVER_ENQUEUED_ALLOCATION
   w->spare.allocation_id = UINT64_MAX - w->forged++; /* the host counts ids up from 1 */
 #endif

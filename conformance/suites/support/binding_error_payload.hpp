@@ -65,9 +65,8 @@ inline ::testing::AssertionResult Names(const BindingError& error, const Expecte
       (error.subject().empty() || message.find(error.subject()) == std::string::npos)) {
     problems += "; it names no subject, or its message omits it";
   }
-  if (kind == Kind::kDeferredRefused &&
-      (!error.pin_error() || error.context() != error.pin_error()->context ||
-       message.find(error.pin_error()->message()) == std::string::npos)) {
+  if (kind == Kind::kDeferredRefused && (!error.pin_error() || error.context() != error.pin_error()->context ||
+                                         message.find(error.pin_error()->message()) == std::string::npos)) {
     problems += "; it does not carry the pin refusal and its context";
   }
   if (kind == Kind::kMemory && (!error.memory_error() || message != error.memory_error()->message())) {
@@ -76,7 +75,8 @@ inline ::testing::AssertionResult Names(const BindingError& error, const Expecte
   if (error.loss_reason().empty()) problems += "; its loss reason is empty";
   if (expected.subject) check("subject", error.subject() == *expected.subject, *expected.subject);
   if (expected.expected_device) {
-    check("expected device", error.expected_device() == *expected.expected_device, to_string(*expected.expected_device));
+    check("expected device", error.expected_device() == *expected.expected_device,
+          to_string(*expected.expected_device));
   }
   if (expected.actual_device) {
     check("device", error.actual_device() == *expected.actual_device, to_string(*expected.actual_device));
@@ -106,7 +106,8 @@ inline ::testing::AssertionResult Names(const BindingError& error, const Expecte
   if (expected.view_offset) {
     check("view's offset", error.offset() == *expected.view_offset, std::to_string(*expected.view_offset) + "..");
   }
-  if (expected.view_end) check("view's end", error.end() == *expected.view_end, ".." + std::to_string(*expected.view_end));
+  if (expected.view_end)
+    check("view's end", error.end() == *expected.view_end, ".." + std::to_string(*expected.view_end));
   if (expected.retained_bytes) {
     check("retained bytes", error.residual().retained_bytes == *expected.retained_bytes,
           std::to_string(*expected.retained_bytes) + " byte");
@@ -121,10 +122,10 @@ inline ::testing::AssertionResult Names(const BindingError& error, const Expecte
 // Checks `error` against an ExpectedBindingError (a braced list or a named one), charged to
 // BIND-018 alone: a refusal of the right kind whose payload is wrong breaks
 // that rule, not the rule that made the refusal.
-#define ORTMEM_CTS_EXPECT_NAMES(error, ...)                                                      \
-  do {                                                                                           \
-    ORTMEM_CTS_CHECKING("BIND-018");                                                             \
-    const ::testing::AssertionResult named =                                                     \
-        ::ortmem::cts::Names((error), ::ortmem::cts::ExpectedBindingError(__VA_ARGS__));          \
-    if (!named) ADD_FAILURE() << named.message();                                                \
+#define ORTMEM_CTS_EXPECT_NAMES(error, ...)                                              \
+  do {                                                                                   \
+    ORTMEM_CTS_CHECKING("BIND-018");                                                     \
+    const ::testing::AssertionResult named =                                             \
+        ::ortmem::cts::Names((error), ::ortmem::cts::ExpectedBindingError(__VA_ARGS__)); \
+    if (!named) ADD_FAILURE() << named.message();                                        \
   } while (false)

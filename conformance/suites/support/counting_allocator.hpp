@@ -42,7 +42,8 @@ class CountingAllocator final : public DeviceAllocator {
       if (bytes != 0 && meets_settled_live(reinterpret_cast<std::uintptr_t>(*ptr), bytes)) overlapped_ = true;
       live_[reinterpret_cast<std::uintptr_t>(*ptr)] = Live{bytes, ++serial_, 0};
     }
-    if (!ptr) note("refused allocate(" + std::to_string(bytes) + ", " + std::to_string(align) + "): " + ptr.error().message());
+    if (!ptr)
+      note("refused allocate(" + std::to_string(bytes) + ", " + std::to_string(align) + "): " + ptr.error().message());
     return ptr;
   }
   AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
@@ -71,8 +72,10 @@ class CountingAllocator final : public DeviceAllocator {
       const auto found = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
       if (serial && found != live_.end() && found->second.serial == *serial) {
         alone = found->second.releases_in_flight == 1;
-        if (outcome.is_failed()) --found->second.releases_in_flight;  // changed nothing
-        else live_.erase(found);
+        if (outcome.is_failed())
+          --found->second.releases_in_flight;  // changed nothing
+        else
+          live_.erase(found);
       }
     }
     const bool exact = outcome.is_complete() && outcome.accounting()->allocation_bytes == bytes;

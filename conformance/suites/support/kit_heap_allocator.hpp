@@ -25,11 +25,11 @@ class KitHeapAllocator final : public DeviceAllocator {
   KitHeapAllocator(const KitHeapAllocator&) = delete;
   KitHeapAllocator& operator=(const KitHeapAllocator&) = delete;
   ~KitHeapAllocator() override {
-    for (const auto& [ptr, align] : live_) ::operator delete(ptr, std::align_val_t{align});
+    for (const auto& [ptr, align] : live_) ::operator delete (ptr, std::align_val_t{align});
   }
 
   Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
-    void* ptr = ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{align}, std::nothrow);
+    void* ptr = ::operator new (bytes == 0 ? 1 : bytes, std::align_val_t{align}, std::nothrow);
     if (ptr == nullptr) {
       return fail(MemoryError::allocation_failed(device_.tier, bytes, "the kit's heap is out of memory"));
     }
@@ -37,7 +37,7 @@ class KitHeapAllocator final : public DeviceAllocator {
       const std::lock_guard lock(mutex_);
       live_.emplace(ptr, align);
     } catch (const std::bad_alloc&) {
-      ::operator delete(ptr, std::align_val_t{align});
+      ::operator delete (ptr, std::align_val_t{align});
       return fail(MemoryError::allocation_failed(device_.tier, bytes, "the kit's heap is out of memory"));
     }
     return ptr;
@@ -47,7 +47,7 @@ class KitHeapAllocator final : public DeviceAllocator {
       const std::lock_guard lock(mutex_);
       live_.erase(ptr);
     }
-    ::operator delete(ptr, std::align_val_t{align});
+    ::operator delete (ptr, std::align_val_t{align});
   }
   [[nodiscard]] DeviceKey device() const noexcept override { return device_; }
 

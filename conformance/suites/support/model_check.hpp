@@ -51,7 +51,8 @@ void check_model(const Property& property) {
   std::ostringstream message;
   rc::detail::printResultMessage(result, message);
   const std::string printed = message.str();
-  const bool charged = printed.find(kChecksTag) != std::string::npos || printed.find(kPreconditionTag) != std::string::npos;
+  const bool charged =
+      printed.find(kChecksTag) != std::string::npos || printed.find(kPreconditionTag) != std::string::npos;
   if (!charged && !last_run_failed && !last_failure.empty()) {
     message << "\nThat case passed when run again; the last run that failed said:\n" << last_failure;
   }

@@ -23,8 +23,7 @@ namespace ortmem::cts {
 struct RegistryHarness {
   // Builds everything or records a fatal failure (check HasFatalFailure()).
   explicit RegistryHarness(Adapter& adapter)
-      : registry(*BindingRegistry::create()),
-        allocator(std::make_shared<CountingAllocator>(adapter.make_allocator())) {
+      : registry(*BindingRegistry::create()), allocator(std::make_shared<CountingAllocator>(adapter.make_allocator())) {
     const DeviceKey device = adapter.info().device;
     auto registered_context = registry.register_provider_context(device);
     auto registered_authority = registry.register_authority(device);
@@ -111,7 +110,9 @@ class RegistrySuite : public AdapterSuite {
     // request unusable, which is PIN-001's failure (the Pins suite's), not this test's.
     auto first = harness_->context->pins().pin();
     auto second = harness_->context->pins().pin();
-    const auto names_it = [&](const auto& pin) { return pin && pin->context() == harness_->context_registration.identity; };
+    const auto names_it = [&](const auto& pin) {
+      return pin && pin->context() == harness_->context_registration.identity;
+    };
     if (!names_it(first) || !names_it(second)) {
       stands_on_broken("the adapter's context issues pins that do not name it (PIN-001)");
     }

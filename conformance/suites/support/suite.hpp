@@ -143,24 +143,24 @@ struct AdapterName {
 }  // namespace ortmem::cts
 
 // Ends the test as not-applicable unless the adapter declares `capability`.
-#define ORTMEM_CTS_REQUIRE(capability)                                                         \
-  do {                                                                                         \
-    if (!info().declares(capability)) {                                                        \
-      GTEST_SKIP() << ::ortmem::cts::kNotApplicable << "the adapter does not declare "        \
-                   << ::ortmem::cts::capability_name(capability);                              \
-    }                                                                                          \
+#define ORTMEM_CTS_REQUIRE(capability)                                                 \
+  do {                                                                                 \
+    if (!info().declares(capability)) {                                                \
+      GTEST_SKIP() << ::ortmem::cts::kNotApplicable << "the adapter does not declare " \
+                   << ::ortmem::cts::capability_name(capability);                      \
+    }                                                                                  \
   } while (false)
 
 // Ends the test unless the adapter's surface offers `control`: the
 // requirements that need it are out of that surface's scope, which the
 // report derives from the spec (a test skipped here asserts nothing).
-#define ORTMEM_CTS_REQUIRE_CONTROL(control)                                                    \
-  do {                                                                                         \
-    if (!info().offers(control)) {                                                             \
-      GTEST_SKIP() << ::ortmem::cts::kNotApplicable << "out of scope: "                       \
-                   << info().loaded_from->interface << " offers no "                          \
-                   << ::ortmem::cts::control_name(control) << " control";                     \
-    }                                                                                          \
+#define ORTMEM_CTS_REQUIRE_CONTROL(control)                                              \
+  do {                                                                                   \
+    if (!info().offers(control)) {                                                       \
+      GTEST_SKIP() << ::ortmem::cts::kNotApplicable                                      \
+                   << "out of scope: " << info().loaded_from->interface << " offers no " \
+                   << ::ortmem::cts::control_name(control) << " control";                \
+    }                                                                                    \
   } while (false)
 
 // Failures in the rest of the enclosing scope count against these
@@ -171,20 +171,20 @@ struct AdapterName {
 #define ORTMEM_CTS_PRECONDITION() SCOPED_TRACE(std::string(::ortmem::cts::kPreconditionTag))
 // RC_ASSERT for model-based checks, charged to `ids` (a string literal of
 // space-separated requirement ids): the tag travels in RapidCheck's message.
-#define ORTMEM_CTS_RC_ASSERT(ids, ...)                                                          \
-  do {                                                                                         \
+#define ORTMEM_CTS_RC_ASSERT(ids, ...)                                                               \
+  do {                                                                                               \
     if (!(__VA_ARGS__)) RC_FAIL(std::string(::ortmem::cts::kChecksTag) + (ids) + "] " #__VA_ARGS__); \
   } while (false)
 
 // RC_ASSERT of a precondition of a model-based check: its failure judges no
 // requirement of the test (see ORTMEM_CTS_PRECONDITION).
-#define ORTMEM_CTS_RC_PRECONDITION(...)                                                         \
-  do {                                                                                         \
+#define ORTMEM_CTS_RC_PRECONDITION(...)                                                           \
+  do {                                                                                            \
     if (!(__VA_ARGS__)) RC_FAIL(std::string(::ortmem::cts::kPreconditionTag) + " " #__VA_ARGS__); \
   } while (false)
 
 // Instantiates `suite` for every adapter selected for this run.
-#define ORTMEM_CTS_INSTANTIATE(suite)                                                          \
+#define ORTMEM_CTS_INSTANTIATE(suite)                                                                \
   INSTANTIATE_TEST_SUITE_P(Adapters, suite, ::testing::ValuesIn(::ortmem::cts::selected_adapters()), \
                            ::ortmem::cts::AdapterName{})
 

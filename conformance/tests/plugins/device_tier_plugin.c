@@ -71,7 +71,8 @@ static void unmap_entry(Entry* entry) {
 }
 
 static NxmemStatus check_identity(const Allocator* self, uint64_t mechanism_id, NxmemDeviceId device) {
-  if (mechanism_id != MECHANISM_ID) return example_status(NXMEM_STATUS_WRONG_MECHANISM, NAME ": not this mechanism's allocation");
+  if (mechanism_id != MECHANISM_ID)
+    return example_status(NXMEM_STATUS_WRONG_MECHANISM, NAME ": not this mechanism's allocation");
   if (device.tier != self->vtable.device.tier || device.index != self->vtable.device.index) {
     return example_status(NXMEM_STATUS_WRONG_DEVICE, NAME ": not this allocator's device");
   }
@@ -96,17 +97,20 @@ static uint8_t* reserve_aligned(uint64_t length, uint64_t align, uint64_t page) 
 static NxmemStatus device_allocate(void* ctx, const NxmemAllocRequest* request, NxmemAllocResult* result) {
   Allocator* self = ctx;
   if (request == NULL || result == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
-  if (request->struct_size < sizeof(NxmemAllocRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
+  if (request->struct_size < sizeof(NxmemAllocRequest))
+    return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short request");
   NxmemStatus identity = check_identity(self, request->mechanism_id, request->device);
   if (identity.code != NXMEM_STATUS_OK) return identity;
-  if (!is_power_of_two(request->align)) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": alignment is not a power of two");
+  if (!is_power_of_two(request->align))
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": alignment is not a power of two");
   if (request->allocation_id == 0) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": allocation id 0");
   const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
   const uint64_t align = request->align > page ? request->align : page;
   /* Zero bytes still get a distinct address: one page of its own. */
   const uint64_t wanted = request->bytes == 0 ? 1 : request->bytes;
   if (wanted > UINT64_MAX - (align - 1)) {
-    return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": %llu bytes overflow when rounded up to alignment %llu",
+    return example_statusf(NXMEM_STATUS_INVALID_ARGUMENT,
+                           NAME ": %llu bytes overflow when rounded up to alignment %llu",
                            (unsigned long long)request->bytes, (unsigned long long)request->align);
   }
   const uint64_t length = (wanted + page - 1) & ~(page - 1);
@@ -139,7 +143,8 @@ static NxmemStatus device_allocate(void* ctx, const NxmemAllocRequest* request, 
 
 static NxmemStatus device_deallocate(void* ctx, const NxmemAllocation* allocation, uint64_t* unmapped_out) {
   Allocator* self = ctx;
-  if (allocation == NULL || unmapped_out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
+  if (allocation == NULL || unmapped_out == NULL)
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
   NxmemStatus identity = check_identity(self, allocation->mechanism_id, allocation->device);
   if (identity.code != NXMEM_STATUS_OK) return identity;
   pthread_mutex_lock(&table_mutex);
@@ -151,7 +156,8 @@ static NxmemStatus device_deallocate(void* ctx, const NxmemAllocation* allocatio
   Entry* found = *link;
   if (found != NULL) *link = found->next;
   pthread_mutex_unlock(&table_mutex);
-  if (found == NULL) return example_status(NXMEM_STATUS_UNKNOWN_ALLOCATION, NAME ": no live allocation with this id, address and size");
+  if (found == NULL)
+    return example_status(NXMEM_STATUS_UNKNOWN_ALLOCATION, NAME ": no live allocation with this id, address and size");
   /* The shadow's pages go, at least `bytes` of them; the reservation held none. */
   *unmapped_out = found->bytes;
   unmap_entry(found);
@@ -243,7 +249,8 @@ NxmemStatus OrtmemCtsPluginControls(uint32_t kit_version, uint64_t mechanism_id,
   if (out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
   *out = NULL;
   if (kit_version < 1) return example_status(NXMEM_STATUS_VERSION_MISMATCH, NAME ": offers controls version 1");
-  if (mechanism_id != MECHANISM_ID) return example_status(NXMEM_STATUS_NOT_IMPLEMENTED, NAME ": not this plugin's mechanism");
+  if (mechanism_id != MECHANISM_ID)
+    return example_status(NXMEM_STATUS_NOT_IMPLEMENTED, NAME ": not this plugin's mechanism");
   *out = &controls;
   return example_ok();
 }
@@ -255,7 +262,8 @@ NxmemStatus OrtmemCtsPluginControls(uint32_t kit_version, uint64_t mechanism_id,
 static NxmemStatus open_allocator(void* ctx, const NxmemOpenRequest* request, const NxmemAllocatorVtable** out) {
   (void)ctx;
   if (request == NULL || out == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, NAME ": null argument");
-  if (request->struct_size < sizeof(NxmemOpenRequest)) return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short open request");
+  if (request->struct_size < sizeof(NxmemOpenRequest))
+    return example_status(NXMEM_STATUS_SHORT_STRUCT, NAME ": short open request");
   if (request->device.tier != NXMEM_TIER_DEVICE || request->device.index != 0) {
     return example_status(NXMEM_STATUS_WRONG_DEVICE, NAME ": device 0 only");
   }
@@ -268,7 +276,8 @@ static NxmemStatus open_allocator(void* ctx, const NxmemOpenRequest* request, co
   /* The vtable speaks the negotiated minor; release_allocation stays NULL,
    * as STRUCTURED_RELEASE is not offered. */
   self->vtable.abi_minor = request->abi_minor >= 1 ? 1 : 0;
-  self->vtable.struct_size = self->vtable.abi_minor == 0 ? NXMEM_ALLOCATOR_VTABLE_SIZE_MINOR0 : sizeof(NxmemAllocatorVtable);
+  self->vtable.struct_size =
+      self->vtable.abi_minor == 0 ? NXMEM_ALLOCATOR_VTABLE_SIZE_MINOR0 : sizeof(NxmemAllocatorVtable);
   self->vtable.mechanism_id = MECHANISM_ID;
   self->vtable.device = request->device;
   self->vtable.capability_flags = NXMEM_CAP_ALLOCATOR;

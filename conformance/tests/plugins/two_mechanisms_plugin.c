@@ -10,7 +10,8 @@
 static NxmemAllocatorFactoryVtable twin;
 
 NxmemStatus NxmemCreateAllocatorFactories(const NxmemAllocatorFactoryVtable** out, uint64_t max, uint64_t* count) {
-  if (out == NULL || count == NULL) return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "two-mechanisms: null argument");
+  if (out == NULL || count == NULL)
+    return example_status(NXMEM_STATUS_INVALID_ARGUMENT, "two-mechanisms: null argument");
   *count = 0;
   if (max < 2) return example_status(NXMEM_STATUS_SHORT_STRUCT, "two-mechanisms: no room for its two factories");
   twin = factory;

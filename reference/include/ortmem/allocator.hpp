@@ -48,22 +48,19 @@ class DeviceAllocator {
  public:
   virtual ~DeviceAllocator() = default;
 
-  [[nodiscard]] virtual Expected<void*, MemoryError> allocate(std::size_t bytes,
-                                                              std::size_t align) noexcept = 0;
+  [[nodiscard]] virtual Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept = 0;
 
   // The canonical, structured release. The default adapts the legacy entry
   // points below and can only ever report Complete; allocators that can fail
   // part-way or detect a bad request override it.
-  [[nodiscard]] virtual AllocationReleaseOutcome release(void* ptr, std::size_t bytes,
-                                                         std::size_t align) noexcept;
+  [[nodiscard]] virtual AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept;
 
   // Legacy migration adapter: gives back one live allocation of exactly this
   // (bytes, align) and cannot report failure. New code calls release().
   virtual void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept = 0;
   // Legacy: as deallocate, also reporting bytes whose mapping went away. Zero
   // is valid (eager allocators have no mapped attribution) and never a failure.
-  virtual std::uint64_t deallocate_with_unmapped(void* ptr, std::size_t bytes,
-                                                 std::size_t align) noexcept;
+  virtual std::uint64_t deallocate_with_unmapped(void* ptr, std::size_t bytes, std::size_t align) noexcept;
 
   [[nodiscard]] virtual DeviceKey device() const noexcept = 0;
 

@@ -136,8 +136,9 @@ class MemoryBinding {
   // The step both share: takes the live record and moves `allocation` into
   // the request; when refused, `allocation` is left exactly as it was. Owners
   // call it on their own metadata in place, so a release moves it only once.
-  [[nodiscard]] static Expected<PreparedAllocationRelease, BindingError> take_record(
-      const BindingIdentity& through, detail::Mechanism& mechanism, BoundAllocation& allocation);
+  [[nodiscard]] static Expected<PreparedAllocationRelease, BindingError> take_record(const BindingIdentity& through,
+                                                                                     detail::Mechanism& mechanism,
+                                                                                     BoundAllocation& allocation);
   // Only takes the live record: `allocation` still describes it, for a caller
   // that settles the release in place (release_now builds no request at all).
   [[nodiscard]] static detail::Check take_live_record(const BindingIdentity& through, detail::Mechanism& mechanism,

@@ -23,12 +23,12 @@ class BoundVirtualBacking {
   [[nodiscard]] const BindingIdentity& binding_identity() const noexcept { return binding_.identity(); }
 
   // Reserves an allocation committing only `committed`, and owns it.
-  [[nodiscard]] Expected<OwningAllocation, BindingError> allocate_committed(
-      std::size_t bytes, std::size_t align, std::span<const ByteRange> committed) const;
+  [[nodiscard]] Expected<OwningAllocation, BindingError> allocate_committed(std::size_t bytes, std::size_t align,
+                                                                            std::span<const ByteRange> committed) const;
   [[nodiscard]] Expected<void, BindingError> commit(const BoundAllocation& allocation, std::size_t offset,
                                                     std::size_t bytes) const;
-  [[nodiscard]] Expected<std::uint64_t, BindingError> decommit(const BoundAllocation& allocation,
-                                                               std::size_t offset, std::size_t bytes) const;
+  [[nodiscard]] Expected<std::uint64_t, BindingError> decommit(const BoundAllocation& allocation, std::size_t offset,
+                                                               std::size_t bytes) const;
   [[nodiscard]] Expected<std::size_t, BindingError> committed_bytes(const BoundAllocation& allocation) const;
   // The same on an owned allocation (an owner never lends its metadata).
   [[nodiscard]] Expected<void, BindingError> commit(const OwningAllocation& owner, std::size_t offset,
@@ -71,10 +71,12 @@ class BoundSharedMapping {
 
   [[nodiscard]] Expected<BoundSharedPrefix, BindingError> create_shared_prefix(std::size_t bytes) const;
   [[nodiscard]] Expected<std::uint64_t, BindingError> incremental_owned_bytes(const BoundSharedPrefix& prefix) const;
-  [[nodiscard]] Expected<SharedPrefixCommitInfo, BindingError> commit_shared_prefix(
-      const BoundSharedPrefix& prefix, const BoundAllocation& allocation, std::size_t byte_offset) const;
-  [[nodiscard]] Expected<SharedPrefixCommitInfo, BindingError> commit_shared_prefix(
-      const BoundSharedPrefix& prefix, const OwningAllocation& owner, std::size_t byte_offset) const {
+  [[nodiscard]] Expected<SharedPrefixCommitInfo, BindingError> commit_shared_prefix(const BoundSharedPrefix& prefix,
+                                                                                    const BoundAllocation& allocation,
+                                                                                    std::size_t byte_offset) const;
+  [[nodiscard]] Expected<SharedPrefixCommitInfo, BindingError> commit_shared_prefix(const BoundSharedPrefix& prefix,
+                                                                                    const OwningAllocation& owner,
+                                                                                    std::size_t byte_offset) const {
     return commit_shared_prefix(prefix, owner.allocation_, byte_offset);
   }
 

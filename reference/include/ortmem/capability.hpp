@@ -51,9 +51,9 @@ class VirtualBacking {
       std::size_t bytes, std::size_t align, std::span<const ByteRange> committed) noexcept = 0;
 
   // Maps physical memory under [offset, offset + bytes) of the allocation.
-  [[nodiscard]] virtual Expected<void, MemoryError> commit_allocation_range(
-      void* ptr, std::size_t allocation_bytes, std::size_t align, std::size_t offset,
-      std::size_t bytes) noexcept = 0;
+  [[nodiscard]] virtual Expected<void, MemoryError> commit_allocation_range(void* ptr, std::size_t allocation_bytes,
+                                                                            std::size_t align, std::size_t offset,
+                                                                            std::size_t bytes) noexcept = 0;
   // Several commits; the default commits them in order and stops at the first error.
   [[nodiscard]] virtual Expected<void, MemoryError> commit_allocation_ranges(
       std::span<const AllocationCommitRange> ranges) noexcept;
@@ -62,8 +62,7 @@ class VirtualBacking {
   // bytes that actually became unmapped once granularity and sharing apply: a
   // granule still holding committed bytes outside the range stays mapped.
   [[nodiscard]] virtual Expected<std::uint64_t, MemoryError> decommit_allocation_range(
-      void* ptr, std::size_t allocation_bytes, std::size_t align, std::size_t offset,
-      std::size_t bytes) noexcept = 0;
+      void* ptr, std::size_t allocation_bytes, std::size_t align, std::size_t offset, std::size_t bytes) noexcept = 0;
 
   // Conservative estimates (never below what a commit would map), in whole
   // granules; only the mechanism knows its granularity and which tiny ranges
@@ -75,8 +74,8 @@ class VirtualBacking {
 
   // Bytes currently committed in the allocation, consistent with every commit
   // and decommit made so far.
-  [[nodiscard]] virtual std::size_t allocation_committed_bytes(
-      void* ptr, std::size_t allocation_bytes, std::size_t align) const noexcept = 0;
+  [[nodiscard]] virtual std::size_t allocation_committed_bytes(void* ptr, std::size_t allocation_bytes,
+                                                               std::size_t align) const noexcept = 0;
 };
 
 // Shared physical prefixes mapped read-only into several allocations.
@@ -84,15 +83,15 @@ class SharedMapping {
  public:
   virtual ~SharedMapping() = default;
 
-  [[nodiscard]] virtual Expected<std::unique_ptr<SharedDevicePrefix>, MemoryError>
-  create_shared_prefix(std::size_t bytes) noexcept = 0;
+  [[nodiscard]] virtual Expected<std::unique_ptr<SharedDevicePrefix>, MemoryError> create_shared_prefix(
+      std::size_t bytes) noexcept = 0;
 
   // The extra physical cost of one more mapping. Zero is valid only for a
   // prefix this capability can map: a foreign, wrong-device or wrong-authority
   // prefix is refused here exactly as commit_shared_prefix would refuse it,
   // before any cost is reported.
-  [[nodiscard]] virtual Expected<std::uint64_t, MemoryError>
-  incremental_owned_bytes_for_shared_prefix(const SharedDevicePrefix& prefix) const noexcept = 0;
+  [[nodiscard]] virtual Expected<std::uint64_t, MemoryError> incremental_owned_bytes_for_shared_prefix(
+      const SharedDevicePrefix& prefix) const noexcept = 0;
 
   // Maps the prefix read-only at [byte_offset, byte_offset + mapped_bytes) of
   // the allocation. Transactional: on error no mapping made by this call
@@ -100,8 +99,7 @@ class SharedMapping {
   // not fit, the target is already committed, the allocation is not live at
   // exactly `allocation_bytes`, or the prefix is foreign.
   [[nodiscard]] virtual Expected<SharedPrefixCommitInfo, MemoryError> commit_shared_prefix(
-      const SharedDevicePrefix& prefix, void* ptr, std::size_t allocation_bytes,
-      std::size_t byte_offset) noexcept = 0;
+      const SharedDevicePrefix& prefix, void* ptr, std::size_t allocation_bytes, std::size_t byte_offset) noexcept = 0;
 };
 
 }  // namespace ortmem

@@ -64,8 +64,7 @@ class ProviderContextPin {
 
   ProviderContextPin(const ProviderContextPin&) = delete;
   ProviderContextPin& operator=(const ProviderContextPin&) = delete;
-  ProviderContextPin(ProviderContextPin&& other) noexcept
-      : anchor_(std::exchange(other.anchor_, nullptr)) {}
+  ProviderContextPin(ProviderContextPin&& other) noexcept : anchor_(std::exchange(other.anchor_, nullptr)) {}
   ProviderContextPin& operator=(ProviderContextPin&& other) noexcept {
     if (this != &other) {
       reset();

@@ -62,9 +62,7 @@ class PreparedAllocationRelease {
   [[nodiscard]] DeviceKey device() const noexcept { return identity_.binding.device; }
   // The accounting authority a manager refunds against, even after retirement.
   [[nodiscard]] AuthorityIdentity authority() const noexcept { return identity_.binding.authority; }
-  [[nodiscard]] ProviderContextIdentity provider_context() const noexcept {
-    return identity_.binding.provider_context;
-  }
+  [[nodiscard]] ProviderContextIdentity provider_context() const noexcept { return identity_.binding.provider_context; }
   [[nodiscard]] void* data() const noexcept { return ptr_; }
   [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
   [[nodiscard]] std::size_t alignment() const noexcept { return align_; }
@@ -91,7 +89,6 @@ class PreparedAllocationRelease {
                             std::size_t align) noexcept;
 
  private:
-
   // Quarantines an armed request as abandoned: never frees, never calls the
   // allocator, never waits, since nobody knows whether the device still uses it.
   void abandon() noexcept;
@@ -165,8 +162,8 @@ class DeferredReleaseQueue {
  public:
   virtual ~DeferredReleaseQueue() = default;
   [[nodiscard]] virtual Expected<ProviderContextPin, ProviderContextPinError> pin_context() noexcept = 0;
-  [[nodiscard]] virtual Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(
-      PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept = 0;
+  [[nodiscard]] virtual Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(PreparedAllocationRelease&& request,
+                                                                                 ProviderContextPin pin) noexcept = 0;
   [[nodiscard]] virtual std::size_t pending() const noexcept = 0;
 };
 
@@ -192,8 +189,7 @@ class DeferredReleaseDisposition {
 
   // What queued() builds, public to the binding layer only, so that an owner
   // can build it in place in the Expected it returns.
-  DeferredReleaseDisposition(detail::BindingKey, const AllocationIdentity& identity) noexcept
-      : identity_(identity) {}
+  DeferredReleaseDisposition(detail::BindingKey, const AllocationIdentity& identity) noexcept : identity_(identity) {}
 
  private:
   DeferredReleaseDisposition(const AllocationIdentity& identity, std::optional<DeferredEnqueueRejection> rejection,

@@ -36,9 +36,7 @@ struct DeviceKey {
   // Host memory is always (host, 0): there is one host address space.
   [[nodiscard]] static constexpr DeviceKey host() noexcept { return {Tier::kHost, 0}; }
   // Accelerator `ordinal`, e.g. CUDA device n.
-  [[nodiscard]] static constexpr DeviceKey device(std::uint32_t ordinal) noexcept {
-    return {Tier::kDevice, ordinal};
-  }
+  [[nodiscard]] static constexpr DeviceKey device(std::uint32_t ordinal) noexcept { return {Tier::kDevice, ordinal}; }
 
   friend constexpr bool operator==(DeviceKey, DeviceKey) noexcept = default;
   friend constexpr auto operator<=>(DeviceKey, DeviceKey) noexcept = default;

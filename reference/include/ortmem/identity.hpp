@@ -32,8 +32,7 @@ class OpaqueIdentity {
  private:
   friend class IdentityIssuer;
   friend class IdentityBlock;
-  constexpr OpaqueIdentity(std::uint64_t issuer, std::uint64_t serial) noexcept
-      : issuer_(issuer), serial_(serial) {}
+  constexpr OpaqueIdentity(std::uint64_t issuer, std::uint64_t serial) noexcept : issuer_(issuer), serial_(serial) {}
   std::uint64_t issuer_ = 0;
   std::uint64_t serial_ = 0;
 };
@@ -107,8 +106,7 @@ class IdentityIssuer {
   // Takes the next process-wide issuer number; fails only when those run out.
   [[nodiscard]] static Expected<IdentityIssuer, IdentityExhausted> create();
   // For tests of exhaustion: an issuer whose next serial is `next_serial`.
-  [[nodiscard]] static Expected<IdentityIssuer, IdentityExhausted> create_starting_at(
-      std::uint64_t next_serial);
+  [[nodiscard]] static Expected<IdentityIssuer, IdentityExhausted> create_starting_at(std::uint64_t next_serial);
 
   IdentityIssuer(const IdentityIssuer&) = delete;
   IdentityIssuer& operator=(const IdentityIssuer&) = delete;
@@ -137,8 +135,7 @@ class IdentityIssuer {
   }
 
  private:
-  IdentityIssuer(std::uint64_t issuer, std::uint64_t next_serial) noexcept
-      : issuer_(issuer), next_(next_serial) {}
+  IdentityIssuer(std::uint64_t issuer, std::uint64_t next_serial) noexcept : issuer_(issuer), next_(next_serial) {}
   [[nodiscard]] Expected<OpaqueIdentity, IdentityExhausted> next() noexcept;
 
   std::uint64_t issuer_;

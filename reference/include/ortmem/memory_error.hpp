@@ -34,16 +34,13 @@ class MemoryError {
     kCapacityUnavailable,
   };
 
-  [[nodiscard]] static MemoryError tier_exhausted(Tier tier, std::uint64_t requested,
-                                                  std::uint64_t used, std::uint64_t limit,
-                                                  MemoryRole role);
-  [[nodiscard]] static MemoryError invalid_request(Tier tier, std::uint64_t requested,
-                                                   std::string reason);
-  [[nodiscard]] static MemoryError allocation_failed(Tier tier, std::uint64_t requested,
-                                                     std::string backing_reason);
-  [[nodiscard]] static MemoryError capacity_unavailable(
-      Tier tier, std::uint64_t requested, std::uint64_t available, MemoryRole role,
-      std::string detail, std::shared_ptr<const MemoryError> cause = nullptr);
+  [[nodiscard]] static MemoryError tier_exhausted(Tier tier, std::uint64_t requested, std::uint64_t used,
+                                                  std::uint64_t limit, MemoryRole role);
+  [[nodiscard]] static MemoryError invalid_request(Tier tier, std::uint64_t requested, std::string reason);
+  [[nodiscard]] static MemoryError allocation_failed(Tier tier, std::uint64_t requested, std::string backing_reason);
+  [[nodiscard]] static MemoryError capacity_unavailable(Tier tier, std::uint64_t requested, std::uint64_t available,
+                                                        MemoryRole role, std::string detail,
+                                                        std::shared_ptr<const MemoryError> cause = nullptr);
 
   [[nodiscard]] Kind kind() const noexcept { return kind_; }
   [[nodiscard]] Tier tier() const noexcept { return tier_; }

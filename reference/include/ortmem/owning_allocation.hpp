@@ -93,9 +93,8 @@ class OwningAllocation {
   [[nodiscard]] Expected<BoundAllocation, OwningReleaseError> into_bound() &&;
 
   // Owns an allocation the binding layer just recorded.
-  OwningAllocation(detail::BindingKey, std::shared_ptr<detail::Mechanism> mechanism,
-                   const AllocationIdentity& identity, detail::RecordSlot slot, void* ptr, std::size_t bytes,
-                   std::size_t align) noexcept
+  OwningAllocation(detail::BindingKey, std::shared_ptr<detail::Mechanism> mechanism, const AllocationIdentity& identity,
+                   detail::RecordSlot slot, void* ptr, std::size_t bytes, std::size_t align) noexcept
       : allocation_(std::move(mechanism), identity, slot, ptr, bytes, align), owns_(true) {}
 
  private:

@@ -99,8 +99,7 @@ class BindingRegistry {
   [[nodiscard]] Expected<void, BindingError> invalidate_device(DeviceKey device, std::string reason) const;
   // Allowed when every mechanism of the context is device-lost (or already
   // terminated) and none has an active operation; else not-quiescent(count).
-  [[nodiscard]] Expected<void, BindingError> confirm_context_terminated(
-      const RegisteredProviderContext& context) const;
+  [[nodiscard]] Expected<void, BindingError> confirm_context_terminated(const RegisteredProviderContext& context) const;
 
   [[nodiscard]] Expected<void, BindingError> remove(const RegisteredMechanism& mechanism) const;
   [[nodiscard]] Expected<void, BindingError> remove_provider_context(const RegisteredProviderContext& context) const;

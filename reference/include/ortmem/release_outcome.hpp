@@ -98,8 +98,7 @@ struct QuarantineReason {
   DeferredEnqueueRejection rejection = DeferredEnqueueRejection::kRefused;  // kEnqueueRejected only
 
   [[nodiscard]] static constexpr QuarantineReason of(Kind kind) noexcept { return {kind, {}}; }
-  [[nodiscard]] static constexpr QuarantineReason enqueue_rejected(
-      DeferredEnqueueRejection rejection) noexcept {
+  [[nodiscard]] static constexpr QuarantineReason enqueue_rejected(DeferredEnqueueRejection rejection) noexcept {
     return {Kind::kEnqueueRejected, rejection};
   }
   friend constexpr bool operator==(QuarantineReason a, QuarantineReason b) noexcept {
@@ -127,12 +126,9 @@ struct ResidualOwnership {
 // A release refused before any mutation. Only an allocator produces it.
 class ReleaseFailure {
  public:
-  explicit ReleaseFailure(std::string reason)
-      : reason_(std::make_shared<const std::string>(std::move(reason))) {}
+  explicit ReleaseFailure(std::string reason) : reason_(std::make_shared<const std::string>(std::move(reason))) {}
   [[nodiscard]] const std::string& reason() const noexcept { return *reason_; }
-  friend bool operator==(const ReleaseFailure& a, const ReleaseFailure& b) {
-    return a.reason() == b.reason();
-  }
+  friend bool operator==(const ReleaseFailure& a, const ReleaseFailure& b) { return a.reason() == b.reason(); }
 
  private:
   ReleaseFailure() = default;
@@ -172,9 +168,7 @@ class AllocationReleaseOutcome {
   [[nodiscard]] const ResidualOwnership* residual() const noexcept {
     return kind_ == Kind::kQuarantined ? &residual_ : nullptr;
   }
-  [[nodiscard]] const ReleaseFailure* failure() const noexcept {
-    return kind_ == Kind::kFailed ? &failure_ : nullptr;
-  }
+  [[nodiscard]] const ReleaseFailure* failure() const noexcept { return kind_ == Kind::kFailed ? &failure_ : nullptr; }
   // Zero when nothing was mutated.
   [[nodiscard]] std::uint64_t unmapped_bytes() const noexcept {
     return kind_ == Kind::kFailed ? 0 : accounting_.unmapped_bytes;

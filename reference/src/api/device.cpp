@@ -4,9 +4,7 @@
 
 namespace ortmem {
 
-std::string to_string(DeviceKey key) {
-  return std::string(tier_name(key.tier)) + ":" + std::to_string(key.index);
-}
+std::string to_string(DeviceKey key) { return std::string(tier_name(key.tier)) + ":" + std::to_string(key.index); }
 
 std::string to_string(MemoryRole role) {
   switch (role.kind) {

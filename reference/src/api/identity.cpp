@@ -38,8 +38,7 @@ Expected<std::uint64_t, IdentityExhausted> take_next(std::atomic<std::uint64_t>&
 template <class Tag>
 std::string render(std::string_view kind, Identity<Tag> identity) {
   if (!identity.is_issued()) return std::string(kind) + "#none";
-  return std::string(kind) + "#" + std::to_string(identity.opaque().serial()) + "@" +
-         std::to_string(identity.issuer());
+  return std::string(kind) + "#" + std::to_string(identity.opaque().serial()) + "@" + std::to_string(identity.issuer());
 }
 
 }  // namespace
@@ -49,9 +48,7 @@ std::string IdentityExhausted::message() const {
          "bindings or allocations can be named; create a new registry";
 }
 
-Expected<IdentityIssuer, IdentityExhausted> IdentityIssuer::create() {
-  return create_starting_at(1);
-}
+Expected<IdentityIssuer, IdentityExhausted> IdentityIssuer::create() { return create_starting_at(1); }
 
 Expected<IdentityIssuer, IdentityExhausted> IdentityIssuer::create_starting_at(std::uint64_t next_serial) {
   auto issuer = take_next(next_issuer);

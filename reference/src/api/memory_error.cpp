@@ -4,8 +4,8 @@
 
 namespace ortmem {
 
-MemoryError MemoryError::tier_exhausted(Tier tier, std::uint64_t requested, std::uint64_t used,
-                                        std::uint64_t limit, MemoryRole role) {
+MemoryError MemoryError::tier_exhausted(Tier tier, std::uint64_t requested, std::uint64_t used, std::uint64_t limit,
+                                        MemoryRole role) {
   MemoryError error(Kind::kTierExhausted, tier, requested);
   error.used_ = used;
   error.limit_ = limit;
@@ -20,16 +20,14 @@ MemoryError MemoryError::invalid_request(Tier tier, std::uint64_t requested, std
   return error;
 }
 
-MemoryError MemoryError::allocation_failed(Tier tier, std::uint64_t requested,
-                                           std::string backing_reason) {
+MemoryError MemoryError::allocation_failed(Tier tier, std::uint64_t requested, std::string backing_reason) {
   MemoryError error(Kind::kAllocationFailed, tier, requested);
   error.reason_ = std::move(backing_reason);
   return error;
 }
 
-MemoryError MemoryError::capacity_unavailable(Tier tier, std::uint64_t requested,
-                                              std::uint64_t available, MemoryRole role,
-                                              std::string detail,
+MemoryError MemoryError::capacity_unavailable(Tier tier, std::uint64_t requested, std::uint64_t available,
+                                              MemoryRole role, std::string detail,
                                               std::shared_ptr<const MemoryError> cause) {
   MemoryError error(Kind::kCapacityUnavailable, tier, requested);
   error.available_ = available;
@@ -44,10 +42,9 @@ std::string MemoryError::message() const {
   const std::string asked = std::to_string(requested_) + " bytes of " + tier + " memory";
   switch (kind_) {
     case Kind::kTierExhausted:
-      return "cannot reserve " + asked + " for " + to_string(role_) + ": " + std::to_string(used_) +
-             " of " + std::to_string(limit_) + " bytes are already leased, leaving " +
-             std::to_string(available_) + "; free memory by closing sessions, lower the demand, or raise the " +
-             tier + " limit";
+      return "cannot reserve " + asked + " for " + to_string(role_) + ": " + std::to_string(used_) + " of " +
+             std::to_string(limit_) + " bytes are already leased, leaving " + std::to_string(available_) +
+             "; free memory by closing sessions, lower the demand, or raise the " + tier + " limit";
     case Kind::kInvalidRequest:
       return "cannot allocate " + asked + ": the request is invalid: " + reason_ +
              "; fix the request (size and alignment) and try again";

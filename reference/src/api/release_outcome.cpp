@@ -29,8 +29,7 @@ std::string reason_name(QuarantineReason reason) {
   switch (reason.kind) {
     case Kind::kAbandonedRequest: return "abandoned-request";
     case Kind::kOwnerDropped: return "owner-dropped";
-    case Kind::kEnqueueRejected:
-      return "enqueue-rejected(" + std::string(rejection_name(reason.rejection)) + ")";
+    case Kind::kEnqueueRejected: return "enqueue-rejected(" + std::string(rejection_name(reason.rejection)) + ")";
     case Kind::kDeviceLost: return "device-lost";
     case Kind::kMechanismTerminated: return "mechanism-terminated";
     case Kind::kPartialRelease: return "partial-release";
@@ -46,8 +45,7 @@ std::string describe(QuarantineReason reason) {
     case Kind::kAbandonedRequest: return "a prepared release request was destroyed without being executed";
     case Kind::kOwnerDropped: return "an owning allocation was destroyed without a release";
     case Kind::kEnqueueRejected:
-      return "the deferred release queue refused the request (" +
-             std::string(rejection_name(reason.rejection)) + ")";
+      return "the deferred release queue refused the request (" + std::string(rejection_name(reason.rejection)) + ")";
     case Kind::kDeviceLost: return "the device or provider context was lost, so the allocator must not be called";
     case Kind::kMechanismTerminated: return "the mechanism was already terminated";
     case Kind::kPartialRelease: return "the allocator released only part of the allocation";
@@ -72,11 +70,10 @@ std::string AllocationReleaseOutcome::describe() const {
       return "complete: released " + std::to_string(accounting_.allocation_bytes) + " bytes, " +
              std::to_string(accounting_.unmapped_bytes) + " unmapped";
     case Kind::kQuarantined:
-      return "quarantined (" + std::string(state_name(residual_.state)) + "): " +
-             ortmem::describe(residual_.reason) + "; " + std::to_string(residual_.retained_bytes) +
-             " bytes retained, " + std::to_string(accounting_.unmapped_bytes) + " unmapped";
-    case Kind::kFailed:
-      return "failed with nothing changed: " + failure_.reason();
+      return "quarantined (" + std::string(state_name(residual_.state)) + "): " + ortmem::describe(residual_.reason) +
+             "; " + std::to_string(residual_.retained_bytes) + " bytes retained, " +
+             std::to_string(accounting_.unmapped_bytes) + " unmapped";
+    case Kind::kFailed: return "failed with nothing changed: " + failure_.reason();
   }
   return "unknown outcome";
 }

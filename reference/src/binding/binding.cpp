@@ -31,7 +31,7 @@ BoundAllocation MemoryBinding::metadata(const Recorded& recorded, std::size_t by
 }
 
 Expected<OwningAllocation, BindingError> MemoryBinding::owner_of(const Recorded& recorded, std::size_t bytes,
-                                                                std::size_t align) const {
+                                                                 std::size_t align) const {
   // Built in place, in the result: the metadata is written once, where the caller receives it.
   return Expected<OwningAllocation, BindingError>(tl::in_place, detail::BindingKey(), mechanism_,
                                                   AllocationIdentity{identity_, recorded.generation}, recorded.slot,
@@ -39,7 +39,7 @@ Expected<OwningAllocation, BindingError> MemoryBinding::owner_of(const Recorded&
 }
 
 Expected<MemoryBinding::Recorded, BindingError> MemoryBinding::allocate_recorded(std::size_t bytes,
-                                                                                std::size_t align) const {
+                                                                                 std::size_t align) const {
   auto operation = mechanism_->begin_active("allocating");
   if (!operation) return fail(operation.error());
   // No lock is held across the allocator: it may call back into the registry.
@@ -86,8 +86,9 @@ Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare
   return prepare_through(through, mechanism, std::move(allocation));
 }
 
-Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_through(
-    const BindingIdentity& through, detail::Mechanism& mechanism, BoundAllocation allocation) {
+Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_through(const BindingIdentity& through,
+                                                                                         detail::Mechanism& mechanism,
+                                                                                         BoundAllocation allocation) {
   auto prepared = take_record(through, mechanism, allocation);
   if (!prepared) return fail(ExplicitReleaseError(std::move(prepared.error()), std::move(allocation)));
   return std::move(*prepared);
@@ -107,8 +108,8 @@ Expected<PreparedAllocationRelease, BindingError> MemoryBinding::take_record(con
   if (!taken) return fail(std::move(taken.error()));
   // The request takes the allocation's own pin on its mechanism.
   return Expected<PreparedAllocationRelease, BindingError>(
-      tl::in_place, detail::BindingKey(), std::move(allocation.mechanism_), allocation.identity_,
-      allocation.slot_, allocation.ptr_, allocation.bytes_, allocation.align_);
+      tl::in_place, detail::BindingKey(), std::move(allocation.mechanism_), allocation.identity_, allocation.slot_,
+      allocation.ptr_, allocation.bytes_, allocation.align_);
 }
 
 Expected<void, ExplicitReleaseError> MemoryBinding::release(BoundAllocation allocation) const {
@@ -162,8 +163,7 @@ Expected<BoundMemoryView, BindingError> BoundAllocation::view(std::size_t offset
     return fail(BindingError::view_out_of_bounds(offset, end, bytes_));
   }
   if (auto valid = mechanism_->validate(identity_.binding, identity_, slot_,
-                                                 record_of(identity_.binding.id, ptr_, bytes_, align_),
-                                                 "creating a view");
+                                        record_of(identity_.binding.id, ptr_, bytes_, align_), "creating a view");
       !valid) {
     return fail(valid.error());
   }

@@ -160,8 +160,7 @@ const std::string& BindingError::loss_reason() const noexcept {
 
 std::string BindingError::message() const {
   switch (kind_) {
-    case Kind::kIdentityExhausted:
-      return "the registry's identity space is exhausted; create a new registry";
+    case Kind::kIdentityExhausted: return "the registry's identity space is exhausted; create a new registry";
     case Kind::kForeignRegistry:
       return "the " + subject_ + " handle belongs to another binding registry; use handles from this registry only";
     case Kind::kDeviceMismatch:
@@ -171,18 +170,20 @@ std::string BindingError::message() const {
     case Kind::kUnregisteredProviderContext:
       return "provider context " + to_string(context_) + " is not registered (never, or already removed)";
     case Kind::kProviderContextInUse:
-      return "provider context " + to_string(context_) + " is still used by a registered mechanism; remove the mechanism first";
+      return "provider context " + to_string(context_) +
+             " is still used by a registered mechanism; remove the mechanism first";
     case Kind::kUnregisteredAuthority:
       return "authority " + to_string(authority_) + " is not registered (never, or already removed)";
     case Kind::kAuthorityInUse:
-      return "authority " + to_string(authority_) + " is still used by a registered mechanism; remove the mechanism first";
+      return "authority " + to_string(authority_) +
+             " is still used by a registered mechanism; remove the mechanism first";
     case Kind::kUnregisteredMechanism:
       return "mechanism " + to_string(mechanism_) + " is not registered (never, or already removed)";
     case Kind::kNoSelectedMechanism:
       return "device " + to_string(actual_device_) + " has no selected memory mechanism; register or select one";
     case Kind::kInactiveMechanism:
-      return "mechanism " + to_string(mechanism_) + " is " + std::string(lifecycle_name(lifecycle_)) + "; " +
-             subject_ + " is not permitted";
+      return "mechanism " + to_string(mechanism_) + " is " + std::string(lifecycle_name(lifecycle_)) + "; " + subject_ +
+             " is not permitted";
     case Kind::kDeviceLost:
       return "device " + to_string(actual_device_) + " was lost (" + loss_reason() +
              "); nothing may run on it, release included: ownership is settled when the context's termination is "
@@ -204,16 +205,15 @@ std::string BindingError::message() const {
              " quarantined allocation(s); removal would lose ownership that was deliberately retained: confirm the "
              "context's termination first";
     case Kind::kViewOutOfBounds:
-      return "view range " + std::to_string(offset_) + ".." + std::to_string(end_) +
-             " exceeds the allocation's " + std::to_string(allocation_bytes_) + " bytes";
+      return "view range " + std::to_string(offset_) + ".." + std::to_string(end_) + " exceeds the allocation's " +
+             std::to_string(allocation_bytes_) + " bytes";
     case Kind::kContextNotQuiescent:
       return "provider context " + to_string(context_) + " still has " + std::to_string(count_) +
              " active mechanism operation(s) (callbacks in flight or releases queued); settle them first";
     case Kind::kDeferredRefused:
       return "the deferred release was refused because " + pin_error_->message() +
              "; the allocation stays live and must be released through the normal path";
-    case Kind::kMemory:
-      return memory_error_->message();
+    case Kind::kMemory: return memory_error_->message();
   }
   return "unknown binding error";
 }

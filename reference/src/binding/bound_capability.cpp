@@ -31,8 +31,10 @@ Expected<void, BindingError> BoundVirtualBacking::commit(const BoundAllocation& 
                                                          std::size_t bytes) const {
   auto operation = binding_.mechanism_->begin_active("committing a range");
   if (!operation) return fail(std::move(operation.error()));
-  if (auto valid = binding_.mechanism_->validate(binding_.identity_, allocation.identity(), allocation.slot_, record_of(allocation),
-                                           "committing a range"); !valid) return fail(std::move(valid.error()));
+  if (auto valid = binding_.mechanism_->validate(binding_.identity_, allocation.identity(), allocation.slot_,
+                                                 record_of(allocation), "committing a range");
+      !valid)
+    return fail(std::move(valid.error()));
   auto committed = binding_.mechanism_->allocator().as_virtual_backing()->commit_allocation_range(
       allocation.data(), allocation.size(), allocation.alignment(), offset, bytes);
   if (!committed) return fail(BindingError::memory(std::move(committed.error())));
@@ -43,8 +45,10 @@ Expected<std::uint64_t, BindingError> BoundVirtualBacking::decommit(const BoundA
                                                                     std::size_t offset, std::size_t bytes) const {
   auto operation = binding_.mechanism_->begin_active("decommitting a range");
   if (!operation) return fail(std::move(operation.error()));
-  if (auto valid = binding_.mechanism_->validate(binding_.identity_, allocation.identity(), allocation.slot_, record_of(allocation),
-                                           "decommitting a range"); !valid) return fail(std::move(valid.error()));
+  if (auto valid = binding_.mechanism_->validate(binding_.identity_, allocation.identity(), allocation.slot_,
+                                                 record_of(allocation), "decommitting a range");
+      !valid)
+    return fail(std::move(valid.error()));
   auto unmapped = binding_.mechanism_->allocator().as_virtual_backing()->decommit_allocation_range(
       allocation.data(), allocation.size(), allocation.alignment(), offset, bytes);
   if (!unmapped) return fail(BindingError::memory(std::move(unmapped.error())));
@@ -54,8 +58,10 @@ Expected<std::uint64_t, BindingError> BoundVirtualBacking::decommit(const BoundA
 Expected<std::size_t, BindingError> BoundVirtualBacking::committed_bytes(const BoundAllocation& allocation) const {
   auto operation = binding_.mechanism_->begin_active("reading committed bytes");
   if (!operation) return fail(std::move(operation.error()));
-  if (auto valid = binding_.mechanism_->validate(binding_.identity_, allocation.identity(), allocation.slot_, record_of(allocation),
-                                           "reading committed bytes"); !valid) return fail(std::move(valid.error()));
+  if (auto valid = binding_.mechanism_->validate(binding_.identity_, allocation.identity(), allocation.slot_,
+                                                 record_of(allocation), "reading committed bytes");
+      !valid)
+    return fail(std::move(valid.error()));
   return binding_.mechanism_->allocator().as_virtual_backing()->allocation_committed_bytes(
       allocation.data(), allocation.size(), allocation.alignment());
 }
@@ -93,8 +99,8 @@ Expected<std::uint64_t, BindingError> BoundSharedMapping::incremental_owned_byte
   if (auto valid = check_prefix(prefix); !valid) return fail(std::move(valid.error()));
   auto operation = binding_.mechanism_->begin_active("pricing a shared prefix mapping");
   if (!operation) return fail(std::move(operation.error()));
-  auto cost = binding_.mechanism_->allocator().as_shared_mapping()->incremental_owned_bytes_for_shared_prefix(
-      prefix.prefix());
+  auto cost =
+      binding_.mechanism_->allocator().as_shared_mapping()->incremental_owned_bytes_for_shared_prefix(prefix.prefix());
   if (!cost) return fail(BindingError::memory(std::move(cost.error())));
   return *cost;
 }
@@ -104,8 +110,10 @@ Expected<SharedPrefixCommitInfo, BindingError> BoundSharedMapping::commit_shared
   if (auto valid = check_prefix(prefix); !valid) return fail(std::move(valid.error()));
   auto operation = binding_.mechanism_->begin_active("mapping a shared prefix");
   if (!operation) return fail(std::move(operation.error()));
-  if (auto valid = binding_.mechanism_->validate(binding_.identity_, allocation.identity(), allocation.slot_, record_of(allocation),
-                                           "mapping a shared prefix"); !valid) return fail(std::move(valid.error()));
+  if (auto valid = binding_.mechanism_->validate(binding_.identity_, allocation.identity(), allocation.slot_,
+                                                 record_of(allocation), "mapping a shared prefix");
+      !valid)
+    return fail(std::move(valid.error()));
   auto info = binding_.mechanism_->allocator().as_shared_mapping()->commit_shared_prefix(
       prefix.prefix(), allocation.data(), allocation.size(), byte_offset);
   if (!info) return fail(BindingError::memory(std::move(info.error())));

@@ -2,8 +2,8 @@
 
 namespace ortmem::detail {
 
-Mechanism::Mechanism(MechanismIdentity identity, DeviceKey device, MechanismCoherence coherence,
-                     Resources resources, std::shared_ptr<IdentityIssuer> identities)
+Mechanism::Mechanism(MechanismIdentity identity, DeviceKey device, MechanismCoherence coherence, Resources resources,
+                     std::shared_ptr<IdentityIssuer> identities)
     : identity_(identity), device_(device), coherence_(coherence), identities_(std::move(identities)),
       resources_(std::move(resources)) {}
 
@@ -65,8 +65,8 @@ Expected<Mechanism::Recorded, BindingError> Mechanism::record(const AllocationRe
 namespace {
 
 bool matches(const AllocationRecord& record, const AllocationRecord& expected) {
-  return record.binding == expected.binding && record.address == expected.address &&
-         record.bytes == expected.bytes && record.align == expected.align;
+  return record.binding == expected.binding && record.address == expected.address && record.bytes == expected.bytes &&
+         record.align == expected.align;
 }
 
 }  // namespace
@@ -97,8 +97,8 @@ Check Mechanism::validate(const BindingIdentity& through, const AllocationIdenti
   return Passed{};
 }
 
-Check Mechanism::take_for_release(const BindingIdentity& through, const AllocationIdentity& identity,
-                                  RecordSlot slot, const AllocationRecord& expected) {
+Check Mechanism::take_for_release(const BindingIdentity& through, const AllocationIdentity& identity, RecordSlot slot,
+                                  const AllocationRecord& expected) {
   // As in validate(): a handle of another registry is refused as foreign (BIND-001).
   if (identity.binding.id.issuer() != through.id.issuer()) return fail(BindingError::foreign_registry("allocation"));
   if (identity.binding.id != through.id) return fail(BindingError::binding_mismatch(through.id, identity.binding.id));
@@ -175,8 +175,7 @@ void Mechanism::record_quarantine(const QuarantinedAllocation& record) noexcept 
 void Mechanism::retire() {
   // Only the lifecycle changes, by compare-and-swap (transition), so no lock:
   // an invalidation or termination racing it wins or follows, never vanishes.
-  transition([](MechanismLifecycle from) { return from == MechanismLifecycle::kActive; },
-             MechanismLifecycle::kRetired);
+  transition([](MechanismLifecycle from) { return from == MechanismLifecycle::kActive; }, MechanismLifecycle::kRetired);
 }
 
 void Mechanism::invalidate(const std::shared_ptr<const std::string>& reason) {
@@ -185,9 +184,11 @@ void Mechanism::invalidate(const std::shared_ptr<const std::string>& reason) {
   if (lifecycle == MechanismLifecycle::kTerminated || lifecycle == MechanismLifecycle::kDeviceLost) return;
   // The reason first: whoever sees device-lost reads it under this lock.
   loss_reason_ = reason;
-  transition([](MechanismLifecycle from) { return from == MechanismLifecycle::kActive ||
-                                                  from == MechanismLifecycle::kRetired; },
-             MechanismLifecycle::kDeviceLost);
+  transition(
+      [](MechanismLifecycle from) {
+        return from == MechanismLifecycle::kActive || from == MechanismLifecycle::kRetired;
+      },
+      MechanismLifecycle::kDeviceLost);
 }
 
 Expected<void, BindingError> Mechanism::check_terminable(ProviderContextIdentity context) {

@@ -100,10 +100,8 @@ class Mechanism {
   // Removes the live record exactly once and counts a queued release, which
   // is also an active operation until it settles; refused (nothing changed)
   // unless active or retired and the record matches.
-  [[nodiscard]] Check take_for_release(const BindingIdentity& through,
-                                                                         const AllocationIdentity& identity,
-                                                                         RecordSlot slot,
-                                                                         const AllocationRecord& expected);
+  [[nodiscard]] Check take_for_release(const BindingIdentity& through, const AllocationIdentity& identity,
+                                       RecordSlot slot, const AllocationRecord& expected);
   [[nodiscard]] Gate release_gate() const noexcept;
   // Each settles one queued release; `slot` is where its record was taken from.
   void settle_released(RecordSlot slot) noexcept;
@@ -140,8 +138,8 @@ class Mechanism {
   template <class Allowed>
   void transition(Allowed from, MechanismLifecycle to) noexcept {
     MechanismLifecycle now = lifecycle_.load(std::memory_order_relaxed);
-    while (from(now) && !lifecycle_.compare_exchange_weak(now, to, std::memory_order_release,
-                                                          std::memory_order_relaxed)) {
+    while (from(now) &&
+           !lifecycle_.compare_exchange_weak(now, to, std::memory_order_release, std::memory_order_relaxed)) {
     }
   }
 

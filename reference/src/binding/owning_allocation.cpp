@@ -17,8 +17,7 @@ OwnedView& OwnedView::operator=(const OwnedView& other) noexcept {
   return *this;
 }
 
-OwnedView::OwnedView(OwnedView&& other) noexcept
-    : view_(other.view_), outstanding_(std::move(other.outstanding_)) {}
+OwnedView::OwnedView(OwnedView&& other) noexcept : view_(other.view_), outstanding_(std::move(other.outstanding_)) {}
 
 OwnedView& OwnedView::operator=(OwnedView&& other) noexcept {
   if (this != &other) {

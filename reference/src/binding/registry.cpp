@@ -90,8 +90,10 @@ Expected<RegisteredMechanism, BindingError> BindingRegistry::register_trusted_co
 Expected<RegisteredMechanism, BindingError> BindingRegistry::register_mechanism(
     const RegisteredProviderContext& context, const RegisteredAuthority& authority,
     std::shared_ptr<DeviceAllocator> allocator, MechanismCoherence coherence) const {
-  if (auto local = ensure_local(*state_->identities, context.identity, "provider context"); !local) return fail(local.error());
-  if (auto local = ensure_local(*state_->identities, authority.identity, "authority"); !local) return fail(local.error());
+  if (auto local = ensure_local(*state_->identities, context.identity, "provider context"); !local)
+    return fail(local.error());
+  if (auto local = ensure_local(*state_->identities, authority.identity, "authority"); !local)
+    return fail(local.error());
   std::shared_ptr<ContextEntry> context_entry;
   std::shared_ptr<AuthorityEntry> authority_entry;
   {
@@ -131,7 +133,8 @@ Expected<RegisteredMechanism, BindingError> BindingRegistry::register_mechanism(
 }
 
 Expected<std::shared_ptr<Mechanism>, BindingError> BindingRegistry::find(const RegisteredMechanism& mechanism) const {
-  if (auto local = ensure_local(*state_->identities, mechanism.identity, "mechanism"); !local) return fail(local.error());
+  if (auto local = ensure_local(*state_->identities, mechanism.identity, "mechanism"); !local)
+    return fail(local.error());
   const std::lock_guard lock(state_->mutex);
   const auto found = state_->mechanisms.find(mechanism.identity);
   if (found == state_->mechanisms.end()) return fail(BindingError::unregistered(mechanism.identity));
@@ -218,15 +221,16 @@ Expected<MemoryBinding, BindingError> BindingRegistry::bind_registered(const Reg
   return issue_binding(*entry);
 }
 
-Expected<MemoryBinding, BindingError> BindingRegistry::issue_binding(const std::shared_ptr<Mechanism>& mechanism) const {
+Expected<MemoryBinding, BindingError> BindingRegistry::issue_binding(
+    const std::shared_ptr<Mechanism>& mechanism) const {
   auto operation = mechanism->begin_active("issuing a binding");
   if (!operation) return fail(operation.error());
   auto id = issue<BindingId>(*state_->identities);
   if (!id) return fail(id.error());
   auto generation = issue<BindingGeneration>(*state_->identities);
   if (!generation) return fail(generation.error());
-  const BindingIdentity identity{*id, *generation, mechanism->device(), mechanism->identity(), mechanism->context(),
-                                 mechanism->authority()};
+  const BindingIdentity identity{
+      *id, *generation, mechanism->device(), mechanism->identity(), mechanism->context(), mechanism->authority()};
   return MemoryBinding(identity, mechanism);
 }
 
@@ -268,7 +272,8 @@ Expected<void, BindingError> BindingRegistry::invalidate_device(DeviceKey device
 
 Expected<void, BindingError> BindingRegistry::confirm_context_terminated(
     const RegisteredProviderContext& context) const {
-  if (auto local = ensure_local(*state_->identities, context.identity, "provider context"); !local) return fail(local.error());
+  if (auto local = ensure_local(*state_->identities, context.identity, "provider context"); !local)
+    return fail(local.error());
   std::vector<std::shared_ptr<Mechanism>> entries;
   {
     const std::lock_guard lock(state_->mutex);
@@ -311,7 +316,8 @@ Expected<void, BindingError> BindingRegistry::remove(const RegisteredMechanism& 
 }
 
 Expected<void, BindingError> BindingRegistry::remove_provider_context(const RegisteredProviderContext& context) const {
-  if (auto local = ensure_local(*state_->identities, context.identity, "provider context"); !local) return fail(local.error());
+  if (auto local = ensure_local(*state_->identities, context.identity, "provider context"); !local)
+    return fail(local.error());
   const std::lock_guard lock(state_->mutex);
   if (!state_->contexts.contains(context.identity)) return fail(BindingError::unregistered(context.identity));
   for (const auto& [identity, entry] : state_->mechanisms) {
@@ -322,7 +328,8 @@ Expected<void, BindingError> BindingRegistry::remove_provider_context(const Regi
 }
 
 Expected<void, BindingError> BindingRegistry::remove_authority(const RegisteredAuthority& authority) const {
-  if (auto local = ensure_local(*state_->identities, authority.identity, "authority"); !local) return fail(local.error());
+  if (auto local = ensure_local(*state_->identities, authority.identity, "authority"); !local)
+    return fail(local.error());
   const std::lock_guard lock(state_->mutex);
   if (!state_->authorities.contains(authority.identity)) return fail(BindingError::unregistered(authority.identity));
   for (const auto& [identity, entry] : state_->mechanisms) {

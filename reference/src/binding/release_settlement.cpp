@@ -40,13 +40,10 @@ AllocationReleaseOutcome settle_outcome(const TakenRelease& taken, AllocationRel
   const std::size_t bytes = taken.bytes;
   const ReleaseAccounting nothing_unmapped = ReleaseAccounting::eager(bytes);
   switch (outcome.kind()) {
-    case AllocationReleaseOutcome::Kind::kComplete:
-      taken.mechanism.settle_released(taken.slot);
-      return outcome;
+    case AllocationReleaseOutcome::Kind::kComplete: taken.mechanism.settle_released(taken.slot); return outcome;
     case AllocationReleaseOutcome::Kind::kQuarantined: {
       const ResidualOwnership residual = *outcome.residual();
-      return settle_quarantined(taken, *outcome.accounting(), residual.state, residual.reason,
-                                residual.retained_bytes);
+      return settle_quarantined(taken, *outcome.accounting(), residual.state, residual.reason, residual.retained_bytes);
     }
     case AllocationReleaseOutcome::Kind::kFailed:
       // "Nothing changed" is no longer true: the live record is gone.

@@ -38,7 +38,8 @@ struct TakenRelease {
 // Quarantined with its residual, and Failed as an allocator-refused
 // quarantine, since the live record is gone. The gate is not read: the
 // release happened, so the record must say what it did.
-[[nodiscard]] AllocationReleaseOutcome settle_outcome(const TakenRelease& taken, AllocationReleaseOutcome outcome) noexcept;
+[[nodiscard]] AllocationReleaseOutcome settle_outcome(const TakenRelease& taken,
+                                                      AllocationReleaseOutcome outcome) noexcept;
 
 // Settles as quarantined ownership without calling the allocator.
 [[nodiscard]] AllocationReleaseOutcome settle_quarantined(const TakenRelease& taken, ReleaseAccounting accounting,

@@ -27,10 +27,8 @@ bool device_is_gone(cudaError_t error) noexcept {
     case cudaErrorLaunchTimeout:
     case cudaErrorContextIsDestroyed:
     case cudaErrorCudartUnloading:
-    case cudaErrorDeviceUninitialized:
-      return true;
-    default:
-      return false;
+    case cudaErrorDeviceUninitialized: return true;
+    default: return false;
   }
 }
 
@@ -52,10 +50,10 @@ AllocationReleaseOutcome release_outcome_after_free(int runtime_error, std::uint
   const bool lost = device_is_gone(error);
   return AllocationReleaseOutcome::quarantined(
       ReleaseAccounting::eager(bytes),
-      ResidualOwnership{lost ? AllocationReleaseState::kDeviceLost : AllocationReleaseState::kQuarantined,
-                        QuarantineReason::of(lost ? QuarantineReason::Kind::kDeviceLost
-                                                  : QuarantineReason::Kind::kAllocatorRefused),
-                        bytes, address, align});
+      ResidualOwnership{
+          lost ? AllocationReleaseState::kDeviceLost : AllocationReleaseState::kQuarantined,
+          QuarantineReason::of(lost ? QuarantineReason::Kind::kDeviceLost : QuarantineReason::Kind::kAllocatorRefused),
+          bytes, address, align});
 }
 
 Expected<std::shared_ptr<CudaAllocator>, MemoryError> CudaAllocator::create(int ordinal) {
@@ -139,17 +137,17 @@ AllocationReleaseOutcome CudaAllocator::release(void* ptr, std::size_t bytes, st
           "released); nothing was changed");
     }
     if (found->second.bytes != bytes || found->second.align != align) {
-      return AllocationReleaseOutcome::failed(
-          "the allocation is live with " + std::to_string(found->second.bytes) + " bytes at alignment " +
-          std::to_string(found->second.align) + ", not " + std::to_string(bytes) + " bytes at alignment " +
-          std::to_string(align) + "; nothing was changed: release it with its own size and alignment");
+      return AllocationReleaseOutcome::failed("the allocation is live with " + std::to_string(found->second.bytes) +
+                                              " bytes at alignment " + std::to_string(found->second.align) + ", not " +
+                                              std::to_string(bytes) + " bytes at alignment " + std::to_string(align) +
+                                              "; nothing was changed: release it with its own size and alignment");
     }
     // Taken out before the free, so no second release can match the block
     // while the runtime works; put back as it was if the free changed nothing.
     record = live_.extract(found);
   }
-  auto outcome = release_outcome_after_free(free_block(record.mapped().base), bytes,
-                                            reinterpret_cast<std::uintptr_t>(ptr), align);
+  auto outcome =
+      release_outcome_after_free(free_block(record.mapped().base), bytes, reinterpret_cast<std::uintptr_t>(ptr), align);
   if (outcome.is_failed()) {
     const std::lock_guard lock(mutex_);
     live_.insert(std::move(record));  // reuses the node: cannot run out of memory

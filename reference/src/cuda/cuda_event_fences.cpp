@@ -7,7 +7,9 @@
 namespace ortmem::cuda {
 namespace {
 
-cudaEvent_t as_event(mechanism::FenceToken fence) noexcept { return reinterpret_cast<cudaEvent_t>(static_cast<std::uintptr_t>(fence)); }
+cudaEvent_t as_event(mechanism::FenceToken fence) noexcept {
+  return reinterpret_cast<cudaEvent_t>(static_cast<std::uintptr_t>(fence));
+}
 
 }  // namespace
 

@@ -58,7 +58,7 @@ struct CudaVirtualAllocator::PrefixMemory {
 struct CudaVirtualAllocator::Region {
   struct Slot {
     Granule state = Granule::kUnmapped;
-    PhysicalHandle handle = 0;  // the prefix's when `prefix` is set, else this region's own
+    PhysicalHandle handle = 0;             // the prefix's when `prefix` is set, else this region's own
     std::shared_ptr<PrefixMemory> prefix;  // set for granules of a shared prefix
   };
   DevicePtr address = 0;  // aligned to max(align, granularity)
@@ -107,9 +107,8 @@ Expected<std::shared_ptr<CudaVirtualAllocator>, MemoryError> CudaVirtualAllocato
     std::shared_ptr<VmmDriver> driver, Options options) {
   const std::size_t granularity = driver->granularity();
   if (!is_valid_alignment(granularity)) {
-    return fail(MemoryError::invalid_request(Tier::kDevice, 0,
-                                             "the driver's granularity " + std::to_string(granularity) +
-                                                 " is not a power of two"));
+    return fail(MemoryError::invalid_request(
+        Tier::kDevice, 0, "the driver's granularity " + std::to_string(granularity) + " is not a power of two"));
   }
   return std::shared_ptr<CudaVirtualAllocator>(new CudaVirtualAllocator(std::move(driver), std::move(options)));
 }
@@ -151,8 +150,9 @@ Expected<void, DriverFault> CudaVirtualAllocator::map_granule(DevicePtr address,
   stuck = false;
   if (fails(DriverCall::kMemMap)) return fail(injected(DriverCall::kMemMap));
   if (auto mapped = driver_->map(address, granularity_, handle); !mapped) return mapped;
-  auto accessible = fails(DriverCall::kMemSetAccess) ? Expected<void, DriverFault>(fail(injected(DriverCall::kMemSetAccess)))
-                                                     : driver_->set_access(address, granularity_, access);
+  auto accessible = fails(DriverCall::kMemSetAccess)
+                        ? Expected<void, DriverFault>(fail(injected(DriverCall::kMemSetAccess)))
+                        : driver_->set_access(address, granularity_, access);
   // A mapping nobody may access is still a mapping: take it back. If even
   // that fails, the caller must record the granule as still mapped.
   if (!accessible && !unmap(address, granularity_)) stuck = true;
@@ -212,8 +212,9 @@ Expected<void, MemoryError> CudaVirtualAllocator::commit_locked(Region& region, 
       return fail(invalid(bytes, "the range overlaps a read-only shared prefix mapping"));
     }
     if (region.slots[g].state == Granule::kOrphaned) {
-      return fail(invalid(bytes, "the range overlaps a granule an earlier failure left mapped without access; "
-                                 "release the allocation to give it back"));
+      return fail(invalid(bytes,
+                          "the range overlaps a granule an earlier failure left mapped without access; "
+                          "release the allocation to give it back"));
     }
   }
   std::vector<std::size_t> mapped_now;
@@ -223,9 +224,9 @@ Expected<void, MemoryError> CudaVirtualAllocator::commit_locked(Region& region, 
     if (slot.state != Granule::kUnmapped) continue;
     auto handle = driver_->create(granularity_);
     bool stuck = false;
-    Expected<void, DriverFault> mapped = handle ? map_granule(region.granule_address(g, granularity_), *handle,
-                                                              Access::kReadWrite, stuck)
-                                                : Expected<void, DriverFault>(fail(handle.error()));
+    Expected<void, DriverFault> mapped =
+        handle ? map_granule(region.granule_address(g, granularity_), *handle, Access::kReadWrite, stuck)
+               : Expected<void, DriverFault>(fail(handle.error()));
     if (!mapped) {
       bool clean = !stuck;
       if (stuck) {
@@ -298,22 +299,21 @@ Expected<void, MemoryError> CudaVirtualAllocator::commit_allocation_range(void* 
   try {
     const std::lock_guard lock(mutex_);
     Region* region = find_live(ptr, allocation_bytes, align);
-    if (region == nullptr) return fail(invalid(bytes, "the address is not a live allocation of this size and alignment"));
+    if (region == nullptr)
+      return fail(invalid(bytes, "the address is not a live allocation of this size and alignment"));
     return commit_locked(*region, offset, bytes);
   } catch (const std::bad_alloc&) {
     return fail(MemoryError::allocation_failed(device_.tier, bytes, "out of host memory for the allocator's records"));
   }
 }
 
-Expected<std::uint64_t, MemoryError> CudaVirtualAllocator::decommit_allocation_range(void* ptr,
-                                                                                     std::size_t allocation_bytes,
-                                                                                     std::size_t align,
-                                                                                     std::size_t offset,
-                                                                                     std::size_t bytes) noexcept {
+Expected<std::uint64_t, MemoryError> CudaVirtualAllocator::decommit_allocation_range(
+    void* ptr, std::size_t allocation_bytes, std::size_t align, std::size_t offset, std::size_t bytes) noexcept {
   try {
     const std::lock_guard lock(mutex_);
     Region* region = find_live(ptr, allocation_bytes, align);
-    if (region == nullptr) return fail(invalid(bytes, "the address is not a live allocation of this size and alignment"));
+    if (region == nullptr)
+      return fail(invalid(bytes, "the address is not a live allocation of this size and alignment"));
     if (offset > region->bytes || bytes > region->bytes - offset) {
       return fail(invalid(bytes, "range " + std::to_string(offset) + "+" + std::to_string(bytes) +
                                      " lies outside the allocation of " + std::to_string(region->bytes) + " bytes"));
@@ -337,7 +337,8 @@ Expected<std::uint64_t, MemoryError> CudaVirtualAllocator::decommit_allocation_r
       for (std::size_t j = i; j-- > 0;) {
         Region::Slot& slot = region->slots[victims[j]];
         bool stuck = false;
-        if (map_granule(region->granule_address(victims[j], granularity_), slot.handle, Access::kReadWrite, stuck)) continue;
+        if (map_granule(region->granule_address(victims[j], granularity_), slot.handle, Access::kReadWrite, stuck))
+          continue;
         rolled_back = false;
         if (stuck) {
           slot.state = Granule::kOrphaned;
@@ -365,8 +366,8 @@ Expected<std::uint64_t, MemoryError> CudaVirtualAllocator::decommit_allocation_r
   }
 }
 
-Expected<std::uint64_t, MemoryError> CudaVirtualAllocator::mapped_bytes_for_allocation(std::size_t bytes,
-                                                                                       std::size_t align) const noexcept {
+Expected<std::uint64_t, MemoryError> CudaVirtualAllocator::mapped_bytes_for_allocation(
+    std::size_t bytes, std::size_t align) const noexcept {
   return vmm::mapped_bytes_for_allocation(bytes, align, granularity_, device_.tier);
 }
 
@@ -380,8 +381,9 @@ std::size_t CudaVirtualAllocator::allocation_committed_bytes(void* ptr, std::siz
   const std::lock_guard lock(mutex_);
   const Region* region = find_live(ptr, allocation_bytes, align);
   if (region == nullptr) return 0;
-  return static_cast<std::size_t>(std::count_if(region->slots.begin(), region->slots.end(),
-                                                [](const Region::Slot& slot) { return slot.state == Granule::kCommitted; })) *
+  return static_cast<std::size_t>(
+             std::count_if(region->slots.begin(), region->slots.end(),
+                           [](const Region::Slot& slot) { return slot.state == Granule::kCommitted; })) *
          granularity_;
 }
 
@@ -462,7 +464,8 @@ Expected<std::unique_ptr<SharedDevicePrefix>, MemoryError> CudaVirtualAllocator:
     memory->window = *window;
     for (std::size_t g = 0; g < count; ++g) {
       bool stuck = false;
-      if (auto mapped = map_granule(*window + g * granularity_, memory->handles[g], Access::kReadWrite, stuck); !mapped) {
+      if (auto mapped = map_granule(*window + g * granularity_, memory->handles[g], Access::kReadWrite, stuck);
+          !mapped) {
         if (stuck) ++memory->mapped_granules;  // so the memory's teardown unmaps it too
         return fail(driver_failed(bytes, mapped.error(), "no prefix was created"));
       }
@@ -503,8 +506,8 @@ Expected<SharedPrefixCommitInfo, MemoryError> CudaVirtualAllocator::commit_share
     const std::size_t span = region.slots.size() * granularity_;
     if (byte_offset > allocation_bytes || prefix.requested_bytes() > allocation_bytes - byte_offset ||
         memory->bytes() > span - std::min(span, byte_offset)) {
-      return fail(invalid(prefix.mapped_bytes(), "the prefix does not fit in the allocation at offset " +
-                                                     std::to_string(byte_offset)));
+      return fail(invalid(prefix.mapped_bytes(),
+                          "the prefix does not fit in the allocation at offset " + std::to_string(byte_offset)));
     }
     const std::size_t first = byte_offset / granularity_;
     const std::size_t count = memory->handles.size();
@@ -516,8 +519,8 @@ Expected<SharedPrefixCommitInfo, MemoryError> CudaVirtualAllocator::commit_share
     for (std::size_t i = 0; i < count; ++i) {
       Region::Slot& slot = region.slots[first + i];
       bool stuck = false;
-      if (auto mapped =
-              map_granule(region.granule_address(first + i, granularity_), memory->handles[i], Access::kReadOnly, stuck);
+      if (auto mapped = map_granule(region.granule_address(first + i, granularity_), memory->handles[i],
+                                    Access::kReadOnly, stuck);
           !mapped) {
         bool clean = !stuck;
         if (stuck) slot = Region::Slot{Granule::kOrphaned, memory->handles[i], memory};

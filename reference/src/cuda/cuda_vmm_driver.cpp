@@ -31,7 +31,8 @@ template <class Function>
 Expected<void, std::string> resolve(const char* symbol, Function& function) {
   void* address = nullptr;
   cudaDriverEntryPointQueryResult status{};
-  const cudaError_t error = cudaGetDriverEntryPointByVersion(symbol, &address, kEntryPointVersion, cudaEnableDefault, &status);
+  const cudaError_t error =
+      cudaGetDriverEntryPointByVersion(symbol, &address, kEntryPointVersion, cudaEnableDefault, &status);
   if (error != cudaSuccess || status != cudaDriverEntryPointSuccess || address == nullptr) {
     return fail(std::string("the CUDA driver does not provide ") + symbol + " (" +
                 (error != cudaSuccess ? runtime_error_name(error) : "symbol not found for this driver version") + ")");
@@ -110,7 +111,8 @@ class CudaVmmDriver final : public VmmDriver {
   // context current, as every driver call below needs one.
   Expected<void, DriverFault> bind(std::string_view entry_point) const noexcept {
     if (const cudaError_t error = cudaSetDevice(ordinal_); error != cudaSuccess) {
-      return fail(DriverFault{entry_point, "cudaSetDevice(" + std::to_string(ordinal_) + "): " + runtime_error_name(error)});
+      return fail(
+          DriverFault{entry_point, "cudaSetDevice(" + std::to_string(ordinal_) + "): " + runtime_error_name(error)});
     }
     return {};
   }
@@ -138,14 +140,13 @@ Expected<std::shared_ptr<VmmDriver>, std::string> load_cuda_vmm_driver(int ordin
     auto device = probe_cuda_device(ordinal);
     if (!device) return fail(device.error());
     EntryPoints entry;
-    for (auto resolved : {resolve("cuGetErrorName", entry.get_error_name),
-                          resolve("cuDeviceGetAttribute", entry.get_attribute),
-                          resolve("cuMemGetAllocationGranularity", entry.get_granularity),
-                          resolve("cuMemAddressReserve", entry.address_reserve),
-                          resolve("cuMemAddressFree", entry.address_free), resolve("cuMemCreate", entry.create),
-                          resolve("cuMemRelease", entry.release), resolve("cuMemMap", entry.map),
-                          resolve("cuMemUnmap", entry.unmap), resolve("cuMemSetAccess", entry.set_access),
-                          resolve("cuMemGetAccess", entry.get_access)}) {
+    for (auto resolved :
+         {resolve("cuGetErrorName", entry.get_error_name), resolve("cuDeviceGetAttribute", entry.get_attribute),
+          resolve("cuMemGetAllocationGranularity", entry.get_granularity),
+          resolve("cuMemAddressReserve", entry.address_reserve), resolve("cuMemAddressFree", entry.address_free),
+          resolve("cuMemCreate", entry.create), resolve("cuMemRelease", entry.release), resolve("cuMemMap", entry.map),
+          resolve("cuMemUnmap", entry.unmap), resolve("cuMemSetAccess", entry.set_access),
+          resolve("cuMemGetAccess", entry.get_access)}) {
       if (!resolved) return fail(resolved.error());
     }
     if (const cudaError_t error = cudaSetDevice(ordinal); error != cudaSuccess) {

@@ -19,14 +19,14 @@ constexpr std::size_t storage_bytes(std::size_t bytes) noexcept { return bytes =
 
 void* raw_allocate(std::size_t bytes, std::size_t align) noexcept {
   if (align <= kDefaultNewAlignment) return ::operator new(storage_bytes(bytes), std::nothrow);
-  return ::operator new(storage_bytes(bytes), std::align_val_t{align}, std::nothrow);
+  return ::operator new (storage_bytes(bytes), std::align_val_t{align}, std::nothrow);
 }
 
 void raw_free(void* ptr, std::size_t align) noexcept {
   if (align <= kDefaultNewAlignment) {
     ::operator delete(ptr);
   } else {
-    ::operator delete(ptr, std::align_val_t{align});
+    ::operator delete (ptr, std::align_val_t{align});
   }
 }
 
@@ -75,14 +75,12 @@ HostAllocator::Shard& HostAllocator::shard_for(const void* ptr) noexcept {
 
 Expected<void*, MemoryError> HostAllocator::allocate(std::size_t bytes, std::size_t align) noexcept {
   if (!is_valid_alignment(align)) {
-    return fail(MemoryError::invalid_request(
-        Tier::kHost, bytes,
-        "alignment " + std::to_string(align) + " is not a power of two"));
+    return fail(MemoryError::invalid_request(Tier::kHost, bytes,
+                                             "alignment " + std::to_string(align) + " is not a power of two"));
   }
   if (bytes > SIZE_MAX - (align - 1)) {
     return fail(MemoryError::invalid_request(
-        Tier::kHost, bytes,
-        "the size overflows when rounded up to alignment " + std::to_string(align)));
+        Tier::kHost, bytes, "the size overflows when rounded up to alignment " + std::to_string(align)));
   }
   void* ptr = raw_allocate(bytes, align);
   if (ptr == nullptr) {
@@ -98,14 +96,13 @@ Expected<void*, MemoryError> HostAllocator::allocate(std::size_t bytes, std::siz
     shard.live_bytes += bytes;
   } catch (const std::bad_alloc&) {
     raw_free(ptr, align);
-    return fail(MemoryError::allocation_failed(
-        Tier::kHost, bytes, "the host is out of memory for the allocator's own live record"));
+    return fail(MemoryError::allocation_failed(Tier::kHost, bytes,
+                                               "the host is out of memory for the allocator's own live record"));
   }
   return ptr;
 }
 
-AllocationReleaseOutcome HostAllocator::release(void* ptr, std::size_t bytes,
-                                                std::size_t align) noexcept {
+AllocationReleaseOutcome HostAllocator::release(void* ptr, std::size_t bytes, std::size_t align) noexcept {
   Shard& shard = shard_for(ptr);
   {
     const std::lock_guard lock(shard.mutex);
@@ -116,10 +113,10 @@ AllocationReleaseOutcome HostAllocator::release(void* ptr, std::size_t bytes,
           "already released); nothing was changed");
     }
     if (found->second.bytes != bytes || found->second.align != align) {
-      return AllocationReleaseOutcome::failed(
-          "the allocation is live with " + std::to_string(found->second.bytes) + " bytes at alignment " +
-          std::to_string(found->second.align) + ", not " + std::to_string(bytes) + " bytes at alignment " +
-          std::to_string(align) + "; nothing was changed: release it with its own size and alignment");
+      return AllocationReleaseOutcome::failed("the allocation is live with " + std::to_string(found->second.bytes) +
+                                              " bytes at alignment " + std::to_string(found->second.align) + ", not " +
+                                              std::to_string(bytes) + " bytes at alignment " + std::to_string(align) +
+                                              "; nothing was changed: release it with its own size and alignment");
     }
     shard.live.erase(found);
     shard.live_bytes -= bytes;

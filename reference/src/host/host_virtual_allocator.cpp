@@ -70,10 +70,10 @@ struct HostVirtualAllocator::Region {
   std::uintptr_t address;  // the allocation, aligned to max(align, granularity)
   std::size_t bytes;
   std::size_t align;
-  std::vector<Granule> granules;          // covers round_up(max(bytes, 1), granularity)
-  vmm::ByteRangeSet committed;  // the bytes the caller committed
+  std::vector<Granule> granules;                        // covers round_up(max(bytes, 1), granularity)
+  vmm::ByteRangeSet committed;                          // the bytes the caller committed
   std::vector<std::shared_ptr<PrefixMemory>> prefixes;  // one per shared mapping into this region
-  bool retired = false;  // release failed part way: kept reserved, never live again
+  bool retired = false;                                 // release failed part way: kept reserved, never live again
 };
 
 namespace {
@@ -149,8 +149,8 @@ Expected<void*, MemoryError> HostVirtualAllocator::reserve(std::size_t bytes, st
   const std::size_t boundary = std::max(align, granularity_);
   const auto span = round_up(std::max<std::size_t>(bytes, 1), granularity_);
   if (!span || *span > SIZE_MAX - boundary) {
-    return fail(invalid(bytes, "the size overflows when rounded up to whole granules of " + std::to_string(granularity_) +
-                                   " bytes at alignment " + std::to_string(align)));
+    return fail(invalid(bytes, "the size overflows when rounded up to whole granules of " +
+                                   std::to_string(granularity_) + " bytes at alignment " + std::to_string(align)));
   }
   // Over-reserve by the alignment, then trim both ends back to the aligned
   // span. mmap promises only a page-aligned start: a kernel that does not
@@ -163,9 +163,9 @@ Expected<void*, MemoryError> HostVirtualAllocator::reserve(std::size_t bytes, st
   }
   void* raw = ::mmap(nullptr, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (raw == MAP_FAILED) {
-    return fail(MemoryError::allocation_failed(Tier::kHost, bytes,
-                                               "mmap could not reserve " + std::to_string(reserved) +
-                                                   " bytes of address space: " + errno_text(errno)));
+    return fail(MemoryError::allocation_failed(
+        Tier::kHost, bytes,
+        "mmap could not reserve " + std::to_string(reserved) + " bytes of address space: " + errno_text(errno)));
   }
   const auto start = reinterpret_cast<std::uintptr_t>(raw);
   const std::uintptr_t aligned = (start + boundary - 1) & ~(boundary - 1);
@@ -207,9 +207,8 @@ Expected<void, MemoryError> HostVirtualAllocator::commit_locked(Region& region, 
         ::mprotect(reinterpret_cast<void*>(region.address + done * granularity_), granularity_, PROT_NONE);
         region.granules[done] = Granule::kUnmapped;
       }
-      return fail(MemoryError::allocation_failed(Tier::kHost, bytes,
-                                                 "mprotect could not commit a granule (" + errno_text(error) +
-                                                     "); nothing was changed"));
+      return fail(MemoryError::allocation_failed(
+          Tier::kHost, bytes, "mprotect could not commit a granule (" + errno_text(error) + "); nothing was changed"));
     }
     region.granules[g] = Granule::kCommitted;
     mapped_now.push_back(g);
@@ -255,22 +254,21 @@ Expected<void, MemoryError> HostVirtualAllocator::commit_allocation_range(void* 
   try {
     const std::lock_guard lock(mutex_);
     Region* region = find_live(ptr, allocation_bytes, align);
-    if (region == nullptr) return fail(invalid(bytes, "the address is not a live allocation of this size and alignment"));
+    if (region == nullptr)
+      return fail(invalid(bytes, "the address is not a live allocation of this size and alignment"));
     return commit_locked(*region, offset, bytes);
   } catch (const std::bad_alloc&) {
     return fail(MemoryError::allocation_failed(Tier::kHost, bytes, "out of host memory for the allocator's records"));
   }
 }
 
-Expected<std::uint64_t, MemoryError> HostVirtualAllocator::decommit_allocation_range(void* ptr,
-                                                                                     std::size_t allocation_bytes,
-                                                                                     std::size_t align,
-                                                                                     std::size_t offset,
-                                                                                     std::size_t bytes) noexcept {
+Expected<std::uint64_t, MemoryError> HostVirtualAllocator::decommit_allocation_range(
+    void* ptr, std::size_t allocation_bytes, std::size_t align, std::size_t offset, std::size_t bytes) noexcept {
   try {
     const std::lock_guard lock(mutex_);
     Region* region = find_live(ptr, allocation_bytes, align);
-    if (region == nullptr) return fail(invalid(bytes, "the address is not a live allocation of this size and alignment"));
+    if (region == nullptr)
+      return fail(invalid(bytes, "the address is not a live allocation of this size and alignment"));
     if (offset > region->bytes || bytes > region->bytes - offset) {
       return fail(invalid(bytes, "range " + std::to_string(offset) + "+" + std::to_string(bytes) +
                                      " lies outside the allocation of " + std::to_string(region->bytes) + " bytes"));
@@ -292,9 +290,9 @@ Expected<std::uint64_t, MemoryError> HostVirtualAllocator::decommit_allocation_r
         ::mprotect(granule_at(victims[i]), granularity_, PROT_READ | PROT_WRITE);
       }
       region->committed = before;
-      return fail(MemoryError::allocation_failed(Tier::kHost, bytes,
-                                                 std::string(call) + " failed while decommitting (" +
-                                                     errno_text(error) + "); nothing was changed"));
+      return fail(MemoryError::allocation_failed(
+          Tier::kHost, bytes,
+          std::string(call) + " failed while decommitting (" + errno_text(error) + "); nothing was changed"));
     };
     for (std::size_t g : victims) {
       if (fails(Syscall::kMprotect) || ::mprotect(granule_at(g), granularity_, PROT_NONE) != 0) {
@@ -314,8 +312,8 @@ Expected<std::uint64_t, MemoryError> HostVirtualAllocator::decommit_allocation_r
   }
 }
 
-Expected<std::uint64_t, MemoryError> HostVirtualAllocator::mapped_bytes_for_allocation(std::size_t bytes,
-                                                                                       std::size_t align) const noexcept {
+Expected<std::uint64_t, MemoryError> HostVirtualAllocator::mapped_bytes_for_allocation(
+    std::size_t bytes, std::size_t align) const noexcept {
   return vmm::mapped_bytes_for_allocation(bytes, align, granularity_, Tier::kHost);
 }
 
@@ -351,12 +349,13 @@ AllocationReleaseOutcome HostVirtualAllocator::release(void* ptr, std::size_t by
   // in one call: a munmap followed by a re-reservation leaves a moment in
   // which another thread's mmap (a prefix's owner window, made without this
   // allocator's lock) can be placed in the hole and then be clobbered.
-  const auto runs =
-      vmm::contiguous_runs(region->granules.size(), [&](std::size_t g) { return region->granules[g] != Granule::kUnmapped; });
+  const auto runs = vmm::contiguous_runs(region->granules.size(),
+                                         [&](std::size_t g) { return region->granules[g] != Granule::kUnmapped; });
   for (const vmm::GranuleSpan run : runs) {
     const std::size_t run_bytes = run.count * granularity_;
-    if (fails(Syscall::kMunmap) || ::mmap(granule_at(run.first), run_bytes, PROT_NONE,
-                                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED) {
+    if (fails(Syscall::kMunmap) ||
+        ::mmap(granule_at(run.first), run_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+               0) == MAP_FAILED) {
       if (unmapped == 0) {
         return AllocationReleaseOutcome::failed("unmapping the first mapped run failed; nothing was changed");
       }
@@ -371,13 +370,12 @@ AllocationReleaseOutcome HostVirtualAllocator::release(void* ptr, std::size_t by
     still_mapped -= run_bytes;
   }
   region->prefixes.clear();  // every shared mapping is gone; the prefixes' bookkeeping may end
-  if (fails(Syscall::kMunmap) || ::munmap(reinterpret_cast<void*>(region->address),
-                                          region->granules.size() * granularity_) != 0) {
+  if (fails(Syscall::kMunmap) ||
+      ::munmap(reinterpret_cast<void*>(region->address), region->granules.size() * granularity_) != 0) {
     region->retired = true;
     return AllocationReleaseOutcome::quarantined(
-        {bytes, unmapped},
-        {AllocationReleaseState::kQuarantined, QuarantineReason::of(QuarantineReason::Kind::kPartialRelease), 0,
-         region->address, align});
+        {bytes, unmapped}, {AllocationReleaseState::kQuarantined,
+                            QuarantineReason::of(QuarantineReason::Kind::kPartialRelease), 0, region->address, align});
   }
   regions_.erase(region->address);
   return AllocationReleaseOutcome::complete({bytes, unmapped});
@@ -397,9 +395,11 @@ Expected<std::unique_ptr<SharedDevicePrefix>, MemoryError> HostVirtualAllocator:
   if (::ftruncate(fd, static_cast<off_t>(*mapped)) != 0) {
     const int error = errno;
     ::close(fd);
-    return fail(MemoryError::allocation_failed(Tier::kHost, bytes, "ftruncate of the prefix memfd: " + errno_text(error)));
+    return fail(
+        MemoryError::allocation_failed(Tier::kHost, bytes, "ftruncate of the prefix memfd: " + errno_text(error)));
   }
-  void* window = fails(Syscall::kMmap) ? MAP_FAILED : ::mmap(nullptr, *mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* window =
+      fails(Syscall::kMmap) ? MAP_FAILED : ::mmap(nullptr, *mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (window == MAP_FAILED) {
     ::close(fd);
     return fail(MemoryError::allocation_failed(Tier::kHost, bytes, "mmap of the prefix owner window failed"));
@@ -450,8 +450,8 @@ Expected<SharedPrefixCommitInfo, MemoryError> HostVirtualAllocator::commit_share
     const std::size_t span = region.granules.size() * granularity_;
     if (byte_offset > allocation_bytes || prefix.requested_bytes() > allocation_bytes - byte_offset ||
         memory->mapped_bytes > span - std::min(span, byte_offset)) {
-      return fail(invalid(prefix.mapped_bytes(), "the prefix does not fit in the allocation at offset " +
-                                                     std::to_string(byte_offset)));
+      return fail(invalid(prefix.mapped_bytes(),
+                          "the prefix does not fit in the allocation at offset " + std::to_string(byte_offset)));
     }
     const std::size_t first = byte_offset / granularity_;
     const std::size_t count = memory->mapped_bytes / granularity_;

@@ -81,8 +81,8 @@ Expected<ProviderContextPin, ProviderContextPinError> FencedDeferredQueue::pin_c
   return impl_->context->pin();
 }
 
-Expected<DeferredEnqueued, DeferredEnqueueError> FencedDeferredQueue::enqueue(
-    PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept {
+Expected<DeferredEnqueued, DeferredEnqueueError> FencedDeferredQueue::enqueue(PreparedAllocationRelease&& request,
+                                                                              ProviderContextPin pin) noexcept {
   Impl& q = *impl_;
   const auto refuse = [&](DeferredEnqueueRejection rejection) {
     return fail(DeferredEnqueueError(rejection, std::move(request)));
@@ -90,8 +90,8 @@ Expected<DeferredEnqueued, DeferredEnqueueError> FencedDeferredQueue::enqueue(
   // The pin and the request must both be this queue's context's, or the
   // request would be queued holding a pin on the wrong context, where its
   // own context's teardown cannot see it (DQ-009).
-  const bool foreign = !pin.holds_claim() || pin.context() != q.context_identity ||
-                       request.provider_context() != q.context_identity;
+  const bool foreign =
+      !pin.holds_claim() || pin.context() != q.context_identity || request.provider_context() != q.context_identity;
   if (foreign || q.stopped.load(std::memory_order_acquire)) {
     return refuse(q.rejection().value_or(DeferredEnqueueRejection::kRefused));
   }
@@ -109,8 +109,10 @@ Expected<DeferredEnqueued, DeferredEnqueueError> FencedDeferredQueue::enqueue(
     const std::lock_guard lock(q.bookkeeping);
     rejection = first_rejection(q.device_lost, q.closed, q.entries.size(), q.capacity);
     if (!rejection && !fence) {
-      if (auto recorded = q.fences->record()) fence = *recorded;
-      else rejection = DeferredEnqueueRejection::kRefused;
+      if (auto recorded = q.fences->record())
+        fence = *recorded;
+      else
+        rejection = DeferredEnqueueRejection::kRefused;
     }
     if (!rejection) {
       try {
@@ -200,8 +202,6 @@ std::size_t FencedDeferredQueue::mark_device_lost() noexcept {
 
 std::optional<std::size_t> FencedDeferredQueue::capacity() const noexcept { return impl_->capacity; }
 
-std::size_t FencedDeferredQueue::executed() const noexcept {
-  return impl_->executed.load(std::memory_order_acquire);
-}
+std::size_t FencedDeferredQueue::executed() const noexcept { return impl_->executed.load(std::memory_order_acquire); }
 
 }  // namespace ortmem::mechanism

@@ -19,9 +19,7 @@ class ProviderContext::Counter final : public PinAnchor {
   Counter(ProviderContextIdentity identity, std::uint64_t max_pins) noexcept
       : identity_(identity), max_pins_(std::min(max_pins, kCounterCapacity)) {}
 
-  [[nodiscard]] static State state_of(std::uint64_t word) noexcept {
-    return static_cast<State>(word >> kStateShift);
-  }
+  [[nodiscard]] static State state_of(std::uint64_t word) noexcept { return static_cast<State>(word >> kStateShift); }
   [[nodiscard]] static std::uint64_t count_of(std::uint64_t word) noexcept { return word & kCountMask; }
   [[nodiscard]] std::uint64_t load() const noexcept { return word_.load(std::memory_order_acquire); }
 
@@ -36,8 +34,7 @@ class ProviderContext::Counter final : public PinAnchor {
       if (count_of(word) >= max_pins_) {
         return fail(ProviderContextPinError{ProviderContextPinError::Kind::kPinCountOverflow, identity_});
       }
-    } while (!word_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel,
-                                          std::memory_order_relaxed));
+    } while (!word_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel, std::memory_order_relaxed));
     return ProviderContextPin::adopt_counted_claim(*this);
   }
 
@@ -51,8 +48,7 @@ class ProviderContext::Counter final : public PinAnchor {
         release_last_pin_and_notify();
         return;
       }
-    } while (!word_.compare_exchange_weak(word, word - 1, std::memory_order_acq_rel,
-                                          std::memory_order_relaxed));
+    } while (!word_.compare_exchange_weak(word, word - 1, std::memory_order_acq_rel, std::memory_order_relaxed));
     if (is_unowned_and_unpinned(word - 1)) delete this;
   }
 
@@ -61,8 +57,7 @@ class ProviderContext::Counter final : public PinAnchor {
     // States only move forward: a request for an earlier state is a no-op.
     while (state_of(word) < target &&
            !word_.compare_exchange_weak(
-               word, (word & ~(std::uint64_t{3} << kStateShift)) |
-                         (static_cast<std::uint64_t>(target) << kStateShift),
+               word, (word & ~(std::uint64_t{3} << kStateShift)) | (static_cast<std::uint64_t>(target) << kStateShift),
                std::memory_order_acq_rel, std::memory_order_relaxed)) {
     }
   }
@@ -115,8 +110,7 @@ class ProviderContext::Counter final : public PinAnchor {
 };
 
 std::string TeardownBusy::message() const {
-  return "teardown of provider context " + to_string(context) + " cannot finish: " +
-         std::to_string(outstanding_pins) +
+  return "teardown of provider context " + to_string(context) + " cannot finish: " + std::to_string(outstanding_pins) +
          " pin(s) are still outstanding; settle or drain the deferred releases holding them, then "
          "retry (and never tear down from a thread that holds one of the context's pins)";
 }
@@ -130,24 +124,17 @@ ProviderContext::~ProviderContext() { counter_->owner_gone(); }
 
 ProviderContextIdentity ProviderContext::context() const noexcept { return counter_->context(); }
 
-Expected<ProviderContextPin, ProviderContextPinError> ProviderContext::pin() noexcept {
-  return counter_->acquire();
-}
+Expected<ProviderContextPin, ProviderContextPinError> ProviderContext::pin() noexcept { return counter_->acquire(); }
 
-ProviderContext::State ProviderContext::state() const noexcept {
-  return Counter::state_of(counter_->load());
-}
+ProviderContext::State ProviderContext::state() const noexcept { return Counter::state_of(counter_->load()); }
 
-std::uint64_t ProviderContext::outstanding_pins() const noexcept {
-  return Counter::count_of(counter_->load());
-}
+std::uint64_t ProviderContext::outstanding_pins() const noexcept { return Counter::count_of(counter_->load()); }
 
 void ProviderContext::begin_retirement() noexcept { counter_->advance_to(State::kRetiring); }
 
 void ProviderContext::mark_device_lost() noexcept { counter_->advance_to(State::kDeviceLost); }
 
-Expected<void, TeardownBusy> ProviderContext::teardown(
-    std::chrono::steady_clock::time_point deadline) noexcept {
+Expected<void, TeardownBusy> ProviderContext::teardown(std::chrono::steady_clock::time_point deadline) noexcept {
   return counter_->teardown(deadline);
 }
 

@@ -60,8 +60,7 @@ TEST(ReleaseOutcome, FailedMeansStillLiveAndCarriesNoAccounting) {
 TEST(ReleaseOutcome, QuarantinedTakesItsStateFromTheResidual) {
   covers("ALLOC-019");
   const ResidualOwnership residual{State::kPartiallyUnmapped,
-                                   QuarantineReason::of(QuarantineReason::Kind::kPartialRelease), 4096,
-                                   0x1000, 64};
+                                   QuarantineReason::of(QuarantineReason::Kind::kPartialRelease), 4096, 0x1000, 64};
   const auto outcome = AllocationReleaseOutcome::quarantined({8192, 4096}, residual);
   EXPECT_TRUE(outcome.is_quarantined());
   EXPECT_EQ(outcome.state(), State::kPartiallyUnmapped);

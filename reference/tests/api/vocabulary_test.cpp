@@ -68,8 +68,8 @@ TEST(MemoryError, CapacityUnavailableKeepsItsCauseForMatching) {
   covers("ALLOC-001");
   auto cause = std::make_shared<const MemoryError>(
       MemoryError::tier_exhausted(Tier::kHost, 100, 90, 100, MemoryRole::weights()));
-  const auto error = MemoryError::capacity_unavailable(Tier::kHost, 100, 10, MemoryRole::weights(),
-                                                       "reclaim fell short", cause);
+  const auto error =
+      MemoryError::capacity_unavailable(Tier::kHost, 100, 10, MemoryRole::weights(), "reclaim fell short", cause);
   EXPECT_EQ(error.kind(), MemoryError::Kind::kCapacityUnavailable);
   EXPECT_EQ(error.available(), 10U);
   ASSERT_NE(error.cause(), nullptr);

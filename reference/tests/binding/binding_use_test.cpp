@@ -103,9 +103,9 @@ TEST_F(BindingUseTest, CapabilitiesRefuseAnotherRegistrysAllocationOrPrefixAsFor
   const auto mine = bind_capable();
   auto other_registry = *BindingRegistry::create();
   auto other_capability = std::make_shared<CapabilityAllocator>();
-  const auto other_mechanism = *other_registry.register_allocator(
-      *other_registry.register_provider_context(DeviceKey::host()),
-      *other_registry.register_authority(DeviceKey::host()), other_capability);
+  const auto other_mechanism =
+      *other_registry.register_allocator(*other_registry.register_provider_context(DeviceKey::host()),
+                                         *other_registry.register_authority(DeviceKey::host()), other_capability);
   const auto foreign_binding = *other_registry.bind_registered(other_mechanism);
   auto foreign = foreign_binding.allocate(8192, 64);
   ASSERT_TRUE(foreign);
@@ -288,8 +288,7 @@ TEST_F(BindingUseTest, BoundCapabilitiesRevalidateBindingAndGenerationOnEveryCal
   // Metadata that lies about its size is refused as well.
   auto second = binding.allocate(8192, 64);
   ASSERT_TRUE(second);
-  EXPECT_TRUE(is_kind(vb->commit(testing::forge::with_size(*second, 4096), 0, 4096).error(),
-                      Kind::kStaleAllocation));
+  EXPECT_TRUE(is_kind(vb->commit(testing::forge::with_size(*second, 4096), 0, 4096).error(), Kind::kStaleAllocation));
   EXPECT_EQ(capability_->capability_calls(), after_release + 1) << "only create_shared_prefix may have run";
 
   // A capability handle obtained before the device was lost re-checks as well.

@@ -122,8 +122,10 @@ TEST_F(ConcurrencyTest, RecordsMadeOnOneThreadAreFoundAndReleasedExactlyOnceFrom
         mine.push_back(*allocation);
         // Free every third at once, so slots are reused while the shard grows.
         if (i % 3 == 2) {
-          if (binding.release(mine.back())) released.fetch_add(1);
-          else other_errors.fetch_add(1);
+          if (binding.release(mine.back()))
+            released.fetch_add(1);
+          else
+            other_errors.fetch_add(1);
           mine.pop_back();
         }
       }
@@ -362,9 +364,7 @@ TEST_F(ConcurrencyTest, ChurnWhileAnotherThreadInvalidatesAndConfirmsKeepsEveryC
             if (view) (void)binding->with_view(*view, [](ValidatedMemoryView) {});
             break;  // the owner is dropped: quarantined, or left live if the device is gone
           }
-          default:
-            kept.push_back(std::move(*owner));
-            break;
+          default: kept.push_back(std::move(*owner)); break;
         }
       }
       stream->complete_all();

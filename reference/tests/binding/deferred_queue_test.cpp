@@ -187,9 +187,9 @@ TEST_F(DeferredQueueTest, ARefusalHandsBackTheExactRequestForEveryRejection) {
     bool foreign_pin;
     Rejection expected;
   };
-  for (const Case& c : {Case{full.get(), false, Rejection::kFull}, Case{closed.get(), false, Rejection::kClosed},
-                        Case{lost.get(), false, Rejection::kDeviceLost},
-                        Case{queue_.get(), true, Rejection::kRefused}}) {
+  for (const Case& c :
+       {Case{full.get(), false, Rejection::kFull}, Case{closed.get(), false, Rejection::kClosed},
+        Case{lost.get(), false, Rejection::kDeviceLost}, Case{queue_.get(), true, Rejection::kRefused}}) {
     auto request = prepared(48);
     const AllocationIdentity identity = request.identity();
     void* const data = request.data();
@@ -255,8 +255,8 @@ TEST_F(DeferredQueueTest, ARejectedDeferredReleaseIsQuarantinedAsEnqueueRejected
   ASSERT_EQ(list.size(), 2U);
   for (const auto& record : list) {
     EXPECT_EQ(record.state, State::kQuarantined);
-    EXPECT_EQ(record.reason, QuarantineReason::enqueue_rejected(record.identity == identity ? Rejection::kFull
-                                                                                            : Rejection::kClosed));
+    EXPECT_EQ(record.reason,
+              QuarantineReason::enqueue_rejected(record.identity == identity ? Rejection::kFull : Rejection::kClosed));
   }
 }
 

@@ -456,8 +456,8 @@ TEST_F(LifecycleTest, AContextOrAuthorityRemovedDuringRegistrationIsNeverLeftInU
     ASSERT_TRUE(*removed) << "nothing used it yet, so the removal itself is allowed";
     ASSERT_FALSE(registered) << "a mechanism was registered against a "
                              << (remove_context ? "provider context" : "authority") << " that is no longer registered";
-    EXPECT_TRUE(is_kind(registered.error(), remove_context ? Kind::kUnregisteredProviderContext
-                                                           : Kind::kUnregisteredAuthority));
+    EXPECT_TRUE(is_kind(registered.error(),
+                        remove_context ? Kind::kUnregisteredProviderContext : Kind::kUnregisteredAuthority));
     EXPECT_TRUE(registry_.snapshots().empty());
     EXPECT_TRUE(is_kind(registry_.bind(DeviceKey::host()).error(), Kind::kNoSelectedMechanism));
   }

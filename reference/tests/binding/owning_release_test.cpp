@@ -40,20 +40,28 @@ std::uintptr_t address_of(const void* ptr) { return reinterpret_cast<std::uintpt
 
 // The consuming calls exist only on an rvalue owner.
 template <class T>
-concept ReleasableAsLvalue = requires(T& owner) { owner.release_now(); } ||
-                             requires(T& owner) { owner.prepare_release(); } ||
-                             requires(T& owner, DeferredReleaseQueue& queue) { owner.release_deferred(queue); };
+concept ReleasableAsLvalue = requires(T& owner) {
+  owner.release_now();
+}
+|| requires(T& owner) { owner.prepare_release(); }
+|| requires(T& owner, DeferredReleaseQueue& queue) { owner.release_deferred(queue); };
 template <class T>
-concept ExecutableAsLvalue = requires(T& request) { request.execute(); };
+concept ExecutableAsLvalue = requires(T& request) {
+  request.execute();
+};
 
 // OWN-005 counts views; it holds only if no uncounted view of an owned
 // allocation can be had. An owner used to lend its plain metadata (bound(),
 // whose view() counts nothing) and a counted view its inner BoundMemoryView
 // (a copy of which counts nothing): both must stay impossible.
 template <class T>
-concept LendsPlainMetadata = requires(const T& owner) { owner.bound(); };
+concept LendsPlainMetadata = requires(const T& owner) {
+  owner.bound();
+};
 template <class T>
-concept LendsUncountedView = requires(const T& view) { BoundMemoryView(view.view()); };
+concept LendsUncountedView = requires(const T& view) {
+  BoundMemoryView(view.view());
+};
 static_assert(!LendsPlainMetadata<OwningAllocation>, "an owner must not lend uncounted metadata (OWN-005)");
 static_assert(!LendsUncountedView<OwnedView>, "a counted view must not yield an uncounted copy (OWN-005)");
 
@@ -659,8 +667,8 @@ TEST_F(OwningReleaseTest, SettlingWithAPerformedOutcomeRecordsItWithoutCallingTh
   const auto released = std::move(*first).settle(AllocationReleaseOutcome::complete(ReleaseAccounting{48, 0}));
   EXPECT_TRUE(released.is_complete());
   const auto residual = std::move(*second).settle(AllocationReleaseOutcome::quarantined(
-      ReleaseAccounting{64, 0}, ResidualOwnership{State::kQuarantined, QuarantineReason::of(Reason::kPartialRelease), 32,
-                                                  partial_address, 64}));
+      ReleaseAccounting{64, 0},
+      ResidualOwnership{State::kQuarantined, QuarantineReason::of(Reason::kPartialRelease), 32, partial_address, 64}));
   ASSERT_TRUE(residual.is_quarantined());
   EXPECT_EQ(residual.residual()->retained_bytes, 32U);
   const auto failed = std::move(*third).settle(AllocationReleaseOutcome::failed("the plugin's free failed"));

@@ -99,7 +99,10 @@ TEST_F(RegistryTest, AReusedAddressGetsANewGenerationAndTheOldMetadataAndViewSta
   // The new allocation at the same address is untouched and still works.
   auto fresh_view = second->view(0, 64);
   ASSERT_TRUE(fresh_view);
-  EXPECT_TRUE(binding.with_view(*fresh_view, [&](ValidatedMemoryView view) { ++calls; EXPECT_EQ(view.data(), second->data()); }));
+  EXPECT_TRUE(binding.with_view(*fresh_view, [&](ValidatedMemoryView view) {
+    ++calls;
+    EXPECT_EQ(view.data(), second->data());
+  }));
   EXPECT_EQ(calls, 1);
   EXPECT_TRUE(binding.release(*second));
   EXPECT_EQ(allocator->failed_releases(), 0U);
@@ -212,8 +215,9 @@ TEST_F(RegistryTest, AnExhaustedIdentitySpaceIsAnErrorNeverAWrap) {
   EXPECT_TRUE(is_kind(registry_.bind(DeviceKey::host()).error(), Kind::kIdentityExhausted));
   EXPECT_TRUE(is_kind(registry_.register_provider_context(DeviceKey::host()).error(), Kind::kIdentityExhausted));
   EXPECT_TRUE(is_kind(registry_.register_authority(DeviceKey::host()).error(), Kind::kIdentityExhausted));
-  EXPECT_TRUE(is_kind(registry_.register_allocator(m.context, m.authority, std::make_shared<CountingAllocator>()).error(),
-                      Kind::kIdentityExhausted));
+  EXPECT_TRUE(
+      is_kind(registry_.register_allocator(m.context, m.authority, std::make_shared<CountingAllocator>()).error(),
+              Kind::kIdentityExhausted));
   EXPECT_EQ(registry_.snapshots().size(), 1U);
   EXPECT_TRUE(has_counts(snapshot(m), Counts{.live = 2})) << "a refused allocation left a record or an operation";
 
@@ -321,7 +325,7 @@ TEST_F(RegistryTest, ATrustedCompositeIsReportedAsSuchAndEverythingElseAsSelfCon
   ASSERT_EQ(all.size(), 2U);
   for (const auto& entry : all) {
     EXPECT_EQ(entry.coherence, entry.identity == composite.mechanism.identity ? MechanismCoherence::kTrustedComposite
-                                                                                : MechanismCoherence::kSelfContained);
+                                                                              : MechanismCoherence::kSelfContained);
   }
 }
 
@@ -397,8 +401,8 @@ TEST_F(RegistryTest, ASnapshotReportsEveryFieldAndRetainsOwnershipExactlyWhenSom
   EXPECT_TRUE(has_counts(snapshot(m), Counts{.live = 1, .active = 1, .queued = 1}));
 
   { auto dropped = binding.allocate_owning(300, 16); }  // quarantined: owner-dropped
-  EXPECT_TRUE(has_counts(snapshot(m), Counts{.live = 1, .active = 1, .queued = 1, .quarantined = 1,
-                                             .quarantined_bytes = 300}));
+  EXPECT_TRUE(
+      has_counts(snapshot(m), Counts{.live = 1, .active = 1, .queued = 1, .quarantined = 1, .quarantined_bytes = 300}));
 
   ASSERT_TRUE(std::move(*live).release_now());
   ASSERT_TRUE(std::move(*prepared).execute().is_complete());

@@ -50,7 +50,8 @@ TEST(HostAllocator, DestroyingItReissuesNothingItStillHeld) {
   }
   std::vector<void*> later;
   for (int i = 0; i < 64; ++i) later.push_back(::operator new(48));
-  EXPECT_EQ(std::find(later.begin(), later.end(), held), later.end()) << "a block the allocator still held was reissued";
+  EXPECT_EQ(std::find(later.begin(), later.end(), held), later.end())
+      << "a block the allocator still held was reissued";
   for (void* block : later) ::operator delete(block);
   const auto* bytes = static_cast<const unsigned char*>(held);
   EXPECT_TRUE(std::all_of(bytes, bytes + 48, [](unsigned char b) { return b == 0x5a; }));
@@ -136,8 +137,7 @@ TEST(HostAllocator, LiveAllocationsNeverOverlapAndKeepTheirContents) {
     EXPECT_LE(by_address[i - 1].ptr + by_address[i - 1].bytes, by_address[i].ptr) << "blocks overlap";
   }
   for (const Block& block : blocks) {
-    EXPECT_EQ(std::count(block.ptr, block.ptr + block.bytes, block.pattern),
-              static_cast<std::ptrdiff_t>(block.bytes))
+    EXPECT_EQ(std::count(block.ptr, block.ptr + block.bytes, block.pattern), static_cast<std::ptrdiff_t>(block.bytes))
         << "another allocation overwrote this one";
     ASSERT_TRUE(allocator.release(block.ptr, block.bytes, block.align).is_complete());
   }

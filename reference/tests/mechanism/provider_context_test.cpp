@@ -73,8 +73,7 @@ TEST_F(ProviderContextTest, PinsAreRefusedOnceRetiringAndNeverGrantedAgain) {
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto refused = context.pin();
     ASSERT_FALSE(refused);
-    EXPECT_EQ(refused.error(),
-              (ProviderContextPinError{ProviderContextPinError::Kind::kContextUnavailable, identity}));
+    EXPECT_EQ(refused.error(), (ProviderContextPinError{ProviderContextPinError::Kind::kContextUnavailable, identity}));
     EXPECT_NE(refused.error().message().find("is no longer accepting work"), std::string::npos);
   }
   EXPECT_EQ(context.outstanding_pins(), 1U) << "refusal must not disturb outstanding pins";
@@ -103,8 +102,7 @@ TEST_F(ProviderContextTest, OverflowIsRefusedNeverWrapped) {
   for (int i = 0; i < 3; ++i) pins.push_back(*context.pin());
   auto refused = context.pin();
   ASSERT_FALSE(refused);
-  EXPECT_EQ(refused.error(),
-            (ProviderContextPinError{ProviderContextPinError::Kind::kPinCountOverflow, identity}));
+  EXPECT_EQ(refused.error(), (ProviderContextPinError{ProviderContextPinError::Kind::kPinCountOverflow, identity}));
   EXPECT_NE(refused.error().message().find("has too many outstanding pins"), std::string::npos);
   EXPECT_EQ(context.outstanding_pins(), 3U);
   pins.pop_back();

@@ -37,8 +37,7 @@ void within(std::chrono::seconds limit, const char* what, Fn&& fn) {
     done.set_value();
   });
   if (finished.wait_for(limit) != std::future_status::ready) {
-    std::fprintf(stderr, "DEADLOCK: %s did not finish within %lld s\n", what,
-                 static_cast<long long>(limit.count()));
+    std::fprintf(stderr, "DEADLOCK: %s did not finish within %lld s\n", what, static_cast<long long>(limit.count()));
     std::abort();
   }
   worker.join();
@@ -69,8 +68,8 @@ inline ::testing::AssertionResult has_counts(const MechanismSnapshot& snapshot, 
   }
   auto render = [](const Counts& c) {
     std::ostringstream out;
-    out << "{live " << c.live << ", active " << c.active << ", queued " << c.queued << ", quarantined "
-        << c.quarantined << ", quarantined_bytes " << c.quarantined_bytes << "}";
+    out << "{live " << c.live << ", active " << c.active << ", queued " << c.queued << ", quarantined " << c.quarantined
+        << ", quarantined_bytes " << c.quarantined_bytes << "}";
     return out.str();
   };
   return ::testing::AssertionFailure() << "snapshot counts " << render(actual) << ", expected " << render(expected);

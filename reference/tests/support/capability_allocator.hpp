@@ -77,8 +77,8 @@ class CapabilityAllocator final : public DeviceAllocator, public VirtualBacking,
   [[nodiscard]] SharedMapping* as_shared_mapping() noexcept override { return this; }
 
   // --- VirtualBacking --------------------------------------------------------
-  [[nodiscard]] Expected<void*, MemoryError> allocate_committed(std::size_t bytes, std::size_t align,
-                                                                std::span<const ByteRange> committed) noexcept override {
+  [[nodiscard]] Expected<void*, MemoryError> allocate_committed(
+      std::size_t bytes, std::size_t align, std::span<const ByteRange> committed) noexcept override {
     capability_call();
     auto ptr = host_.allocate(bytes, align);
     if (!ptr) return ptr;
@@ -101,7 +101,8 @@ class CapabilityAllocator final : public DeviceAllocator, public VirtualBacking,
     return {};
   }
   [[nodiscard]] Expected<std::uint64_t, MemoryError> decommit_allocation_range(void* ptr, std::size_t allocation_bytes,
-                                                                               std::size_t /*align*/, std::size_t offset,
+                                                                               std::size_t /*align*/,
+                                                                               std::size_t offset,
                                                                                std::size_t bytes) noexcept override {
     capability_call();
     if (offset > allocation_bytes || bytes > allocation_bytes - offset) {
@@ -113,8 +114,8 @@ class CapabilityAllocator final : public DeviceAllocator, public VirtualBacking,
     committed -= unmapped;
     return std::uint64_t{unmapped};
   }
-  [[nodiscard]] Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(std::size_t bytes,
-                                                                                 std::size_t /*align*/) const noexcept override {
+  [[nodiscard]] Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(
+      std::size_t bytes, std::size_t /*align*/) const noexcept override {
     capability_call();
     return std::uint64_t{round_up(bytes)};
   }

@@ -72,7 +72,8 @@ class CountingAllocator final : public DeviceAllocator {
       case ReleaseMode::kFail:
         return AllocationReleaseOutcome::failed("test double: release refused, nothing was changed");
       case ReleaseMode::kQuarantine: {
-        const std::uint64_t retained = quarantine_state_ == AllocationReleaseState::kPartiallyUnmapped ? bytes / 2 : bytes;
+        const std::uint64_t retained =
+            quarantine_state_ == AllocationReleaseState::kPartiallyUnmapped ? bytes / 2 : bytes;
         return AllocationReleaseOutcome::quarantined(
             {bytes, bytes - retained},
             ResidualOwnership{quarantine_state_, QuarantineReason::of(QuarantineReason::Kind::kPartialRelease),

@@ -24,11 +24,11 @@ struct Grant {
   friend typename Tag::type member(Tag) { return Member; }
 };
 
-#define ORTMEM_FORGE_FIELD(NAME, CLASS, TYPE, FIELD)          \
-  struct NAME {                                               \
-    using type = TYPE CLASS::*;                               \
-    friend type member(NAME);                                 \
-  };                                                          \
+#define ORTMEM_FORGE_FIELD(NAME, CLASS, TYPE, FIELD) \
+  struct NAME {                                      \
+    using type = TYPE CLASS::*;                      \
+    friend type member(NAME);                        \
+  };                                                 \
   template struct Grant<NAME, &CLASS::FIELD>;
 
 ORTMEM_FORGE_FIELD(AllocationPtr, BoundAllocation, void*, ptr_)

@@ -73,8 +73,8 @@ class RecordingQueue final : public DeferredReleaseQueue {
     pin_calls_.fetch_add(1, std::memory_order_acq_rel);
     return inner_.pin_context();
   }
-  [[nodiscard]] Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(
-      PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept override {
+  [[nodiscard]] Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(PreparedAllocationRelease&& request,
+                                                                         ProviderContextPin pin) noexcept override {
     enqueue_calls_.fetch_add(1, std::memory_order_acq_rel);
     std::function<void(const PreparedAllocationRelease&)> hook;
     {

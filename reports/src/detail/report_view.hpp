@@ -44,7 +44,8 @@ inline std::vector<FailingRequirement> failing_requirements(const Report& report
 // "pass 12, not-run 1" for a profile.
 inline std::string counts_text(const ProfileVerdict& profile) {
   std::string counts;
-  for (const auto& [status, count] : profile.counts) counts += (counts.empty() ? "" : ", ") + status + " " + std::to_string(count);
+  for (const auto& [status, count] : profile.counts)
+    counts += (counts.empty() ? "" : ", ") + status + " " + std::to_string(count);
   return counts;
 }
 

@@ -130,7 +130,7 @@ typedef struct NxmemAllocRequest {
   uint64_t allocation_id;
   NxmemDeviceId device;
   uint64_t bytes;
-  uint64_t align; /* a power of two */
+  uint64_t align;                         /* a power of two */
   const NxmemByteRange* committed_ranges; /* read by allocate_committed only */
   uint64_t committed_range_count;
 } NxmemAllocRequest;
@@ -240,7 +240,7 @@ typedef struct NxmemOpenRequest {
   uint32_t struct_size;
   uint32_t abi_minor; /* the negotiated minor: the ceiling for this allocator */
   NxmemDeviceId device;
-  uint64_t required_capability_flags; /* refuse with UNSUPPORTED_CAPABILITY rather than lack one */
+  uint64_t required_capability_flags;  /* refuse with UNSUPPORTED_CAPABILITY rather than lack one */
   const NxmemHostCallbacks* callbacks; /* may be NULL */
 } NxmemOpenRequest;
 

@@ -241,8 +241,7 @@ class Adapter {
   // A context named `identity` (registered with the suite's registry).
   [[nodiscard]] virtual std::unique_ptr<ContextUnderTest> make_context(ProviderContextIdentity identity,
                                                                        ContextOptions options = {}) = 0;
-  [[nodiscard]] virtual std::unique_ptr<QueueUnderTest> make_queue(ContextUnderTest& context,
-                                                                   QueueOptions options) = 0;
+  [[nodiscard]] virtual std::unique_ptr<QueueUnderTest> make_queue(ContextUnderTest& context, QueueOptions options) = 0;
   [[nodiscard]] virtual MemoryAccess& memory() = 0;
   // Present exactly when info() declares Capability::kFaultInjection.
   [[nodiscard]] virtual FaultInjection* faults() { return nullptr; }

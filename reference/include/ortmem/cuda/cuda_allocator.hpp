@@ -46,7 +46,9 @@ class CudaAllocator final : public DeviceAllocator {
   [[nodiscard]] Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override;
   [[nodiscard]] AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override;
   void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override;
-  [[nodiscard]] DeviceKey device() const noexcept override { return DeviceKey::device(static_cast<std::uint32_t>(ordinal_)); }
+  [[nodiscard]] DeviceKey device() const noexcept override {
+    return DeviceKey::device(static_cast<std::uint32_t>(ordinal_));
+  }
 
   [[nodiscard]] bool stream_ordered() const noexcept { return stream_ != nullptr; }
   [[nodiscard]] std::size_t live_allocations() const noexcept;

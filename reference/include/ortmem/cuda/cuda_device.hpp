@@ -14,11 +14,11 @@ namespace ortmem::cuda {
 
 struct CudaDeviceInfo {
   int ordinal = 0;
-  std::string name;        // "NVIDIA H200"
+  std::string name;  // "NVIDIA H200"
   int compute_major = 0;
   int compute_minor = 0;
-  int runtime_version = 0;  // e.g. 13000
-  int driver_version = 0;   // 0 when no driver is installed
+  int runtime_version = 0;    // e.g. 13000
+  int driver_version = 0;     // 0 when no driver is installed
   bool memory_pools = false;  // stream-ordered allocation (cudaMallocAsync)
 };
 

@@ -36,7 +36,8 @@ class CudaProviderContext final : public ProviderContextPinSource {
   [[nodiscard]] std::uint64_t outstanding_pins() const noexcept { return pins_.outstanding_pins(); }
   void begin_retirement() noexcept { pins_.begin_retirement(); }
   void mark_device_lost() noexcept { pins_.mark_device_lost(); }
-  [[nodiscard]] Expected<void, mechanism::TeardownBusy> teardown(std::chrono::steady_clock::time_point deadline) noexcept {
+  [[nodiscard]] Expected<void, mechanism::TeardownBusy> teardown(
+      std::chrono::steady_clock::time_point deadline) noexcept {
     return pins_.teardown(deadline);
   }
 

@@ -82,8 +82,8 @@ class CudaVirtualAllocator final : public DeviceAllocator, public VirtualBacking
   [[nodiscard]] Expected<std::uint64_t, MemoryError> decommit_allocation_range(void* ptr, std::size_t allocation_bytes,
                                                                                std::size_t align, std::size_t offset,
                                                                                std::size_t bytes) noexcept override;
-  [[nodiscard]] Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(std::size_t bytes,
-                                                                                 std::size_t align) const noexcept override;
+  [[nodiscard]] Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(
+      std::size_t bytes, std::size_t align) const noexcept override;
   [[nodiscard]] Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation_ranges(
       std::span<const AllocationCommitRange> ranges) const noexcept override;
   [[nodiscard]] std::size_t allocation_committed_bytes(void* ptr, std::size_t allocation_bytes,
@@ -121,7 +121,8 @@ class CudaVirtualAllocator final : public DeviceAllocator, public VirtualBacking
   [[nodiscard]] Expected<void, DriverFault> release_handle(PhysicalHandle handle);
   [[nodiscard]] bool fails(DriverCall call) const noexcept;
   [[nodiscard]] MemoryError invalid(std::uint64_t requested, std::string reason) const;
-  [[nodiscard]] MemoryError driver_failed(std::uint64_t requested, const DriverFault& fault, std::string_view what) const;
+  [[nodiscard]] MemoryError driver_failed(std::uint64_t requested, const DriverFault& fault,
+                                          std::string_view what) const;
 
   const std::shared_ptr<VmmDriver> driver_;
   const std::size_t granularity_;

@@ -34,10 +34,8 @@ class HostAllocator final : public DeviceAllocator {
   HostAllocator(const HostAllocator&) = delete;
   HostAllocator& operator=(const HostAllocator&) = delete;
 
-  [[nodiscard]] Expected<void*, MemoryError> allocate(std::size_t bytes,
-                                                      std::size_t align) noexcept override;
-  [[nodiscard]] AllocationReleaseOutcome release(void* ptr, std::size_t bytes,
-                                                 std::size_t align) noexcept override;
+  [[nodiscard]] Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override;
+  [[nodiscard]] AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override;
   // Legacy path: a request that names no live allocation is ignored (it cannot be reported).
   void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override;
   [[nodiscard]] DeviceKey device() const noexcept override { return DeviceKey::host(); }

@@ -77,8 +77,8 @@ class HostVirtualAllocator final : public DeviceAllocator, public VirtualBacking
   [[nodiscard]] Expected<std::uint64_t, MemoryError> decommit_allocation_range(void* ptr, std::size_t allocation_bytes,
                                                                                std::size_t align, std::size_t offset,
                                                                                std::size_t bytes) noexcept override;
-  [[nodiscard]] Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(std::size_t bytes,
-                                                                                 std::size_t align) const noexcept override;
+  [[nodiscard]] Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(
+      std::size_t bytes, std::size_t align) const noexcept override;
   [[nodiscard]] Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation_ranges(
       std::span<const AllocationCommitRange> ranges) const noexcept override;
   [[nodiscard]] std::size_t allocation_committed_bytes(void* ptr, std::size_t allocation_bytes,

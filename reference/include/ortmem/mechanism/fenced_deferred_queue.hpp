@@ -58,8 +58,8 @@ class FencedDeferredQueue final : public DeferredReleaseQueue {
   FencedDeferredQueue& operator=(const FencedDeferredQueue&) = delete;
 
   [[nodiscard]] Expected<ProviderContextPin, ProviderContextPinError> pin_context() noexcept override;
-  [[nodiscard]] Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(
-      PreparedAllocationRelease&& request, ProviderContextPin pin) noexcept override;
+  [[nodiscard]] Expected<DeferredEnqueued, DeferredEnqueueError> enqueue(PreparedAllocationRelease&& request,
+                                                                         ProviderContextPin pin) noexcept override;
   [[nodiscard]] std::size_t pending() const noexcept override;
 
   // Executes every request at the head whose fence passed, in order; returns

@@ -72,8 +72,7 @@ class ProviderContext final : public ProviderContextPinSource {
   // Retires the context, then waits until no pin is outstanding (state becomes
   // terminated) or `deadline` passes (busy, with the count). Idempotent once
   // terminated.
-  [[nodiscard]] Expected<void, TeardownBusy> teardown(
-      std::chrono::steady_clock::time_point deadline) noexcept;
+  [[nodiscard]] Expected<void, TeardownBusy> teardown(std::chrono::steady_clock::time_point deadline) noexcept;
   // teardown() that does not wait.
   [[nodiscard]] Expected<void, TeardownBusy> try_teardown() noexcept {
     return teardown(std::chrono::steady_clock::time_point::min());

@@ -200,7 +200,8 @@ Expected<void, DriverFault> SimulatedVmmDriver::unmap(DevicePtr address, std::si
   return {};
 }
 
-Expected<void, DriverFault> SimulatedVmmDriver::set_access(DevicePtr address, std::size_t bytes, Access access) noexcept {
+Expected<void, DriverFault> SimulatedVmmDriver::set_access(DevicePtr address, std::size_t bytes,
+                                                           Access access) noexcept {
   constexpr std::string_view kCall = "cuMemSetAccess";
   const std::lock_guard lock(mutex_);
   DevicePtr cursor = address;

@@ -14,10 +14,12 @@ namespace ortmem::vmm {
 Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(std::size_t bytes, std::size_t align,
                                                                  std::size_t granularity, Tier tier) {
   if (!is_valid_alignment(align)) {
-    return fail(MemoryError::invalid_request(tier, bytes, "alignment " + std::to_string(align) + " is not a power of two"));
+    return fail(
+        MemoryError::invalid_request(tier, bytes, "alignment " + std::to_string(align) + " is not a power of two"));
   }
   const auto mapped = round_up(bytes, granularity);
-  if (!mapped) return fail(MemoryError::invalid_request(tier, bytes, "the size overflows when rounded up to whole granules"));
+  if (!mapped)
+    return fail(MemoryError::invalid_request(tier, bytes, "the size overflows when rounded up to whole granules"));
   return static_cast<std::uint64_t>(*mapped);
 }
 

@@ -24,7 +24,7 @@
 namespace ortmem::report {
 
 [[nodiscard]] Expected<Report, std::string> merge_shards(std::vector<Report> shards,
-                                                        const std::vector<SpecRequirement>& spec);
+                                                         const std::vector<SpecRequirement>& spec);
 
 struct ReportDiff {
   std::vector<std::string> regressions;

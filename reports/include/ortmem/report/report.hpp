@@ -204,9 +204,9 @@ struct KitSection {
   std::string version;
   std::string git_sha;
   std::string spec_version;
-  bool git_dirty = false;      // built from a tree with uncommitted changes
-  std::string build_type;      // CMake's, e.g. RelWithDebInfo
-  std::string binary_sha256;   // of the runner that made the report
+  bool git_dirty = false;     // built from a tree with uncommitted changes
+  std::string build_type;     // CMake's, e.g. RelWithDebInfo
+  std::string binary_sha256;  // of the runner that made the report
 };
 
 // Where an adapter loaded from a file came from (an nxmem plugin): what ties

@@ -28,7 +28,7 @@ struct SpeedProfile {
   std::string reference;
   std::vector<Size> sizes;
   std::uint64_t scaling_bytes = 0;
-  double adapter_scaling = 0;    // items/s with two threads ÷ with one
+  double adapter_scaling = 0;  // items/s with two threads ÷ with one
   double reference_scaling = 0;
 };
 

@@ -16,9 +16,9 @@ namespace ortmem::vmm {
 
 // Bytes mapped by committing a whole allocation of `bytes` at `align`.
 [[nodiscard]] Expected<std::uint64_t, MemoryError> mapped_bytes_for_allocation(std::size_t bytes, std::size_t align,
-                                                                             std::size_t granularity, Tier tier);
+                                                                               std::size_t granularity, Tier tier);
 // Bytes mapped by committing every range, each granule counted once.
-[[nodiscard]] Expected<std::uint64_t, MemoryError> mapped_bytes_for_ranges(std::span<const AllocationCommitRange> ranges,
-                                                                         std::size_t granularity, Tier tier);
+[[nodiscard]] Expected<std::uint64_t, MemoryError> mapped_bytes_for_ranges(
+    std::span<const AllocationCommitRange> ranges, std::size_t granularity, Tier tier);
 
 }  // namespace ortmem::vmm

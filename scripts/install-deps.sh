@@ -13,6 +13,7 @@ packages=(
   python3 python3-jsonschema libsodium-dev pkg-config libxml2-utils chromium libclang-rt-14-dev
   libmimalloc-dev libjemalloc-dev libgoogle-perftools-dev
   python3-clang-14 clang-format-14  # scripts/mutate: mutants generated on clang's AST, the reformat check
+  clang-tidy-14  # scripts/lint.sh: the checked set in .clang-tidy
   dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps finds the runtime package's Depends
 )
 

@@ -12,6 +12,8 @@
 #       CI: refuses the committed matrix (reports/mutation/kill-matrix.json)
 #       unless it is whole, green and of the current sources, then judges a
 #       seeded sample of the curated mutants for S seconds
+#   bash scripts/mutation-test.sh --check-committed
+#       only the refusal above (a second): CI runs it before any build
 #
 # FILE defaults to build/kill-matrix.json; the Markdown goes beside it (.md).
 # To commit it: ctest --preset kill, then --matrix reports/mutation/kill-matrix.json

@@ -73,7 +73,7 @@ class PluginFaults final : public cts::FaultInjection {
  public:
   using Open = std::function<std::shared_ptr<plugin::PluginAllocator>()>;
   PluginFaults(plugin::Controls controls, std::shared_ptr<const Opened> opened, Open open)
-      : controls_(std::move(controls)), opened_(std::move(opened)), open_(std::move(open)) {}
+      : controls_(controls), opened_(std::move(opened)), open_(std::move(open)) {}
 
   bool arm(cts::FaultPoint point, std::uint64_t nth) override {
     const auto abi_point = point_of(point);
@@ -131,7 +131,7 @@ class PluginFaults final : public cts::FaultInjection {
 class PluginMemory final : public cts::MemoryAccess {
  public:
   PluginMemory(plugin::Controls controls, std::shared_ptr<const Opened> opened)
-      : controls_(std::move(controls)), opened_(std::move(opened)) {}
+      : controls_(controls), opened_(std::move(opened)) {}
 
   void fill(void* ptr, std::size_t bytes, std::uint8_t value) override {
     if (const auto answer = controls_.fill(ctx(), ptr, bytes, value); !answer.ok()) control_failed("fill", answer);
@@ -195,7 +195,7 @@ class PluginAdapter final : public HostAdapter {
  public:
   PluginAdapter(std::shared_ptr<plugin::PluginModule> module, plugin::Factory factory,
                 std::optional<plugin::Controls> controls)
-      : module_(std::move(module)), factory_(std::move(factory)), controls_(std::move(controls)) {
+      : module_(std::move(module)), factory_(std::move(factory)), controls_(controls) {
     if (controls_ && controls_->offers(ORTMEM_CTS_CONTROL_FAULT_INJECTION)) {
       faults_.emplace(*controls_, opened_, [module = module_, factory = factory_] {
         auto opened = plugin::PluginAllocator::open(module, factory, required_capabilities(factory));

@@ -51,7 +51,7 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
  public:
   Sink(std::shared_ptr<ProviderContextPinSource> pins, AllocatorLookup lookup, std::optional<plugin::Controls> controls,
        std::optional<std::size_t> capacity)
-      : pins_(std::move(pins)), lookup_(std::move(lookup)), controls_(std::move(controls)), capacity_(capacity) {}
+      : pins_(std::move(pins)), lookup_(std::move(lookup)), controls_(controls), capacity_(capacity) {}
 
   Expected<ProviderContextPin, ProviderContextPinError> pin_context() noexcept override { return pins_->pin(); }
 
@@ -306,7 +306,7 @@ class PluginQueue::Sink final : public DeferredReleaseQueue {
 
 PluginQueue::PluginQueue(std::shared_ptr<ProviderContextPinSource> pins, AllocatorLookup lookup,
                          std::optional<plugin::Controls> controls, std::optional<std::size_t> capacity)
-    : sink_(std::make_shared<Sink>(std::move(pins), std::move(lookup), std::move(controls), capacity)) {
+    : sink_(std::make_shared<Sink>(std::move(pins), std::move(lookup), controls, capacity)) {
   sink_->set_self(sink_);
 }
 

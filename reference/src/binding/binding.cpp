@@ -118,8 +118,9 @@ Expected<void, ExplicitReleaseError> MemoryBinding::release(BoundAllocation allo
   if (!prepared) return fail(std::move(prepared.error()));
   AllocationReleaseOutcome outcome = std::move(*prepared).execute();
   if (outcome.is_complete()) return {};
-  return fail(ExplicitReleaseError(BindingError::release_quarantined(metadata.identity(), *outcome.residual()),
-                                   std::move(metadata), std::move(outcome)));
+  // Named before the moves below: the order in which arguments are evaluated is unspecified.
+  BindingError quarantined = BindingError::release_quarantined(metadata.identity(), *outcome.residual());
+  return fail(ExplicitReleaseError(std::move(quarantined), std::move(metadata), std::move(outcome)));
 }
 
 Expected<std::pair<detail::ActiveOperation, ValidatedMemoryView>, BindingError> MemoryBinding::open_view(

@@ -23,8 +23,10 @@ DriverFault out_of_memory(std::string_view entry_point, int error) {
 void* at(DevicePtr address) noexcept { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)); }
 
 // Puts back an inaccessible, unbacked reservation over [address, address + bytes).
+// Best effort: it runs on paths that already report a failure, and a range
+// it cannot re-reserve stays as it was, which that failure already describes.
 void make_reserved(DevicePtr address, std::size_t bytes) noexcept {
-  ::mmap(at(address), bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  (void)::mmap(at(address), bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
 }
 
 }  // namespace

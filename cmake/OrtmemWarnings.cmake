@@ -11,4 +11,7 @@ add_library(ortmem_warnings INTERFACE)
 target_compile_options(ortmem_warnings INTERFACE
   -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
   -Wnon-virtual-dtor -Woverloaded-virtual -Werror=return-type
+  # clang checks the locks' annotations (ortmem/detail/thread_annotations.hpp);
+  # the asan and tsan presets build with clang, so CI does too.
+  $<$<COMPILE_LANG_AND_ID:CXX,Clang>:-Wthread-safety>
   $<$<BOOL:${ORTMEM_WARNINGS_AS_ERRORS}>:-Werror>)

@@ -1,15 +1,19 @@
 #include "ortmem/cts/adapter_registry.hpp"
 
 #include <map>
-#include <mutex>
+
+#include "ortmem/detail/lock_guard.hpp"
+#include "ortmem/detail/mutex.hpp"
 
 namespace ortmem::cts {
 namespace {
 
+using detail::LockGuard;
+
 struct Registry {
-  std::mutex mutex;
-  std::map<std::string, AdapterFactory> factories;
-  std::vector<std::string> selected;
+  detail::Mutex mutex;
+  std::map<std::string, AdapterFactory> factories ORTMEM_GUARDED_BY(mutex);
+  std::vector<std::string> selected ORTMEM_GUARDED_BY(mutex);
 };
 
 // A function-local static: built on first use, whatever the initialisation order.
@@ -52,33 +56,41 @@ const std::set<Control>& all_controls() {
 }
 
 bool register_adapter(std::string name, AdapterFactory factory) {
-  const std::lock_guard lock(registry().mutex);
-  return registry().factories.emplace(std::move(name), std::move(factory)).second;
+  Registry& r = registry();
+  const LockGuard lock(r.mutex);
+  return r.factories.emplace(std::move(name), std::move(factory)).second;
 }
 
 std::vector<std::string> registered_adapters() {
-  const std::lock_guard lock(registry().mutex);
+  Registry& r = registry();
+  const LockGuard lock(r.mutex);
   std::vector<std::string> names;
-  for (const auto& [name, factory] : registry().factories) names.push_back(name);
+  for (const auto& [name, factory] : r.factories) names.push_back(name);
   return names;
 }
 
 std::unique_ptr<Adapter> make_adapter(const std::string& name) {
+  Registry& r = registry();
   AdapterFactory factory;
   {
-    const std::lock_guard lock(registry().mutex);
-    const auto found = registry().factories.find(name);
-    if (found == registry().factories.end()) return nullptr;
+    const LockGuard lock(r.mutex);
+    const auto found = r.factories.find(name);
+    if (found == r.factories.end()) return nullptr;
     factory = found->second;
   }
   return factory();
 }
 
 void select_adapters(std::vector<std::string> names) {
-  const std::lock_guard lock(registry().mutex);
-  registry().selected = std::move(names);
+  Registry& r = registry();
+  const LockGuard lock(r.mutex);
+  r.selected = std::move(names);
 }
 
-const std::vector<std::string>& selected_adapters() { return registry().selected; }
+std::vector<std::string> selected_adapters() {
+  Registry& r = registry();
+  const LockGuard lock(r.mutex);
+  return r.selected;
+}
 
 }  // namespace ortmem::cts

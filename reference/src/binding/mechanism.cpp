@@ -10,7 +10,7 @@ Mechanism::Mechanism(MechanismIdentity identity, DeviceKey device, MechanismCohe
 BindingError Mechanism::inactive_error(MechanismLifecycle lifecycle, std::string_view operation) {
   if (lifecycle == MechanismLifecycle::kDeviceLost) {
     // The reason was stored under this lock before the lifecycle turned device-lost.
-    const std::lock_guard lock(mutex_);
+    const LockGuard lock(mutex_);
     return BindingError::device_lost(device_, loss_reason_);
   }
   return BindingError::inactive_mechanism(identity_, lifecycle, operation);
@@ -23,7 +23,7 @@ Expected<ActiveOperation, BindingError> Mechanism::begin_active(std::string_view
     // Counted in the same step that checks the lifecycle, so a confirmation
     // that saw the mechanism lost also sees every operation that started
     // while it was active, and a refused operation is never counted.
-    const std::lock_guard lock(shard.guard);
+    const LockGuard lock(shard.guard);
     lifecycle = lifecycle_.load(std::memory_order_acquire);
     if (lifecycle == MechanismLifecycle::kActive) {
       ++shard.active;
@@ -41,7 +41,7 @@ Expected<Mechanism::Recorded, BindingError> Mechanism::record(const AllocationRe
   AllocationGeneration generation;
   std::optional<std::uint32_t> index;
   {
-    const std::lock_guard lock(shard.guard);
+    const LockGuard lock(shard.guard);
     // Generations come from the shard's own block of serials, so the
     // registry's shared counter is touched once per block, not per allocation.
     if (!shard.generations.take(generation)) {
@@ -84,7 +84,7 @@ Check Mechanism::validate(const BindingIdentity& through, const AllocationIdenti
     // The lifecycle is read under the shard lock: termination turns it
     // before it clears each shard under its lock, so a record found here was
     // live while the lifecycle read here held.
-    const std::lock_guard lock(shard.guard);
+    const LockGuard lock(shard.guard);
     lifecycle = lifecycle_.load(std::memory_order_acquire);
     if (lifecycle == MechanismLifecycle::kActive) {
       const AllocationRecord* found = shard.find(slot.index, identity.generation.opaque().serial());
@@ -107,7 +107,7 @@ Check Mechanism::take_for_release(const BindingIdentity& through, const Allocati
   {
     // The lifecycle is read under the shard lock that the count is raised
     // under (see mechanism.hpp on why a confirmation then misses no take).
-    const std::lock_guard lock(shard.guard);
+    const LockGuard lock(shard.guard);
     // Lifecycle before staleness, as the refusals are ranked.
     lifecycle = lifecycle_.load(std::memory_order_acquire);
     if (lifecycle == MechanismLifecycle::kActive || lifecycle == MechanismLifecycle::kRetired) {
@@ -126,7 +126,7 @@ Check Mechanism::take_for_release(const BindingIdentity& through, const Allocati
 Mechanism::ShardTotals Mechanism::shard_totals() {
   ShardTotals totals;
   for (RecordShard& shard : live_.shards()) {
-    const std::lock_guard shard_lock(shard.guard);
+    const LockGuard shard_lock(shard.guard);
     totals.live += shard.live();
     totals.queued += shard.queued;
     totals.active += shard.active;
@@ -147,7 +147,7 @@ Mechanism::Gate Mechanism::release_gate() const noexcept {
 
 void Mechanism::settle_released(RecordSlot slot) noexcept {
   RecordShard& shard = live_.shard(slot.shard);
-  const std::lock_guard lock(shard.guard);
+  const LockGuard lock(shard.guard);
   --shard.queued;
 }
 
@@ -159,7 +159,7 @@ void Mechanism::settle_quarantined(RecordSlot slot, const QuarantinedAllocation&
 }
 
 void Mechanism::record_quarantine(const QuarantinedAllocation& record) noexcept {
-  const std::lock_guard lock(mutex_);
+  const LockGuard lock(mutex_);
   // Termination already discharged it.
   if (lifecycle_.load(std::memory_order_relaxed) == MechanismLifecycle::kTerminated) return;
   ++quarantined_count_;
@@ -179,7 +179,7 @@ void Mechanism::retire() {
 }
 
 void Mechanism::invalidate(const std::shared_ptr<const std::string>& reason) {
-  const std::lock_guard lock(mutex_);
+  const LockGuard lock(mutex_);
   const MechanismLifecycle lifecycle = lifecycle_.load(std::memory_order_relaxed);
   if (lifecycle == MechanismLifecycle::kTerminated || lifecycle == MechanismLifecycle::kDeviceLost) return;
   // The reason first: whoever sees device-lost reads it under this lock.
@@ -207,12 +207,12 @@ Expected<void, BindingError> Mechanism::check_terminable(ProviderContextIdentity
 }
 
 void Mechanism::terminate() {
-  const std::lock_guard lock(mutex_);
+  const LockGuard lock(mutex_);
   transition([](MechanismLifecycle) { return true; }, MechanismLifecycle::kTerminated);
   // The context is gone, and with it every byte these records describe. The
   // lifecycle turned first, so a shard reader that finds a record still saw it live.
   for (RecordShard& shard : live_.shards()) {
-    const std::lock_guard shard_lock(shard.guard);
+    const LockGuard shard_lock(shard.guard);
     shard.clear();
   }
   quarantined_.clear();
@@ -223,7 +223,7 @@ void Mechanism::terminate() {
 MechanismLifecycle Mechanism::lifecycle() { return lifecycle_.load(std::memory_order_acquire); }
 
 MechanismSnapshot Mechanism::snapshot() {
-  const std::lock_guard lock(mutex_);
+  const LockGuard lock(mutex_);
   // The lifecycle is read before the shards, as a confirmation reads them.
   const MechanismLifecycle lifecycle = lifecycle_.load(std::memory_order_acquire);
   const ShardTotals totals = shard_totals();
@@ -243,7 +243,7 @@ MechanismSnapshot Mechanism::snapshot() {
 }
 
 std::vector<QuarantinedAllocation> Mechanism::quarantined() {
-  const std::lock_guard lock(mutex_);
+  const LockGuard lock(mutex_);
   std::vector<QuarantinedAllocation> records;
   records.reserve(quarantined_.size());
   for (const auto& [serial, record] : quarantined_) records.push_back(record);

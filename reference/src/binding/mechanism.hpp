@@ -31,7 +31,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -42,6 +41,8 @@
 #include "ortmem/binding_identity.hpp"
 #include "ortmem/detail/active_operation.hpp"
 #include "ortmem/detail/check.hpp"
+#include "ortmem/detail/lock_guard.hpp"
+#include "ortmem/detail/mutex.hpp"
 #include "ortmem/detail/record_slot.hpp"
 #include "ortmem/mechanism_snapshot.hpp"
 #include "record_table.hpp"
@@ -158,14 +159,14 @@ class Mechanism {
   std::atomic<bool> poisoned_{false};
   RecordTable live_;
 
-  std::mutex mutex_;
+  Mutex mutex_;
   // Set before the lifecycle turns device-lost, under this lock.
-  std::shared_ptr<const std::string> loss_reason_;
-  std::unordered_map<std::uint64_t, QuarantinedAllocation> quarantined_;
+  std::shared_ptr<const std::string> loss_reason_ ORTMEM_GUARDED_BY(mutex_);
+  std::unordered_map<std::uint64_t, QuarantinedAllocation> quarantined_ ORTMEM_GUARDED_BY(mutex_);
   // Kept beside the map so a snapshot is O(1) and stays right even if
   // recording a quarantine entry ran out of memory.
-  std::size_t quarantined_count_ = 0;
-  std::uint64_t quarantined_bytes_ = 0;
+  std::size_t quarantined_count_ ORTMEM_GUARDED_BY(mutex_) = 0;
+  std::uint64_t quarantined_bytes_ ORTMEM_GUARDED_BY(mutex_) = 0;
 
   // Last, so the allocator goes before the records (see Resources).
   Resources resources_;

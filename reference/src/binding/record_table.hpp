@@ -26,6 +26,7 @@
 
 #include "ortmem/detail/record_slot.hpp"
 #include "ortmem/detail/spin_lock.hpp"
+#include "ortmem/detail/thread_annotations.hpp"
 #include "ortmem/identity.hpp"
 
 namespace ortmem::detail {
@@ -50,31 +51,33 @@ class alignas(64) RecordShard {
   SpinLock guard;
 
   // The record at `index` if it is live under `generation`, else null.
-  [[nodiscard]] const AllocationRecord* find(std::uint32_t index, std::uint64_t generation) const noexcept;
+  [[nodiscard]] const AllocationRecord* find(std::uint32_t index, std::uint64_t generation) const noexcept
+      ORTMEM_REQUIRES(guard);
   // Stores a record; empty when the host is out of memory (nothing changed).
-  [[nodiscard]] std::optional<std::uint32_t> insert(std::uint64_t generation, const AllocationRecord& record) noexcept;
+  [[nodiscard]] std::optional<std::uint32_t> insert(std::uint64_t generation, const AllocationRecord& record) noexcept
+      ORTMEM_REQUIRES(guard);
   // Frees a slot that find() returned.
-  void erase(std::uint32_t index) noexcept;
+  void erase(std::uint32_t index) noexcept ORTMEM_REQUIRES(guard);
   // Drops every record (the memory they describe is gone).
-  void clear() noexcept;
-  [[nodiscard]] std::size_t live() const noexcept { return live_; }
+  void clear() noexcept ORTMEM_REQUIRES(guard);
+  [[nodiscard]] std::size_t live() const noexcept ORTMEM_REQUIRES(guard) { return live_; }
 
   // Generations for the records this shard stores, handed out under the
   // lock; refilled from the registry's issuer kGenerationBlock at a time.
-  IdentityBlock generations;
+  IdentityBlock generations ORTMEM_GUARDED_BY(guard);
   static constexpr std::uint64_t kGenerationBlock = 256;
 
   // Prepared releases taken from this shard that have not settled (each is
   // also an active operation of the mechanism). Raised in the step that takes
   // the record; lowered when the request settles, after everything the
   // settlement records.
-  std::size_t queued = 0;
+  std::size_t queued ORTMEM_GUARDED_BY(guard) = 0;
 
   // Operations opened by this shard's threads that have not finished (see
   // ActiveOperation). Raised under the lock in the step that reads the
   // lifecycle, so a confirmation that saw device-lost and then reads this
   // count under the same lock misses no operation that was let in.
-  std::size_t active = 0;
+  std::size_t active ORTMEM_GUARDED_BY(guard) = 0;
 
  private:
   struct Slot {
@@ -85,14 +88,14 @@ class alignas(64) RecordShard {
   static constexpr std::uint32_t kChunkSlots = 1024;
   static constexpr std::uint32_t kNoSlot = UINT32_MAX;
 
-  [[nodiscard]] Slot& slot(std::uint32_t index) const noexcept {
+  [[nodiscard]] Slot& slot(std::uint32_t index) const noexcept ORTMEM_REQUIRES(guard) {
     return chunks_[index / kChunkSlots][index % kChunkSlots];
   }
 
-  std::vector<std::unique_ptr<Slot[]>> chunks_;
-  std::uint32_t used_ = 0;  // slots ever handed out; below chunks_.size() * kChunkSlots
-  std::uint32_t free_ = kNoSlot;
-  std::size_t live_ = 0;
+  std::vector<std::unique_ptr<Slot[]>> chunks_ ORTMEM_GUARDED_BY(guard);
+  std::uint32_t used_ ORTMEM_GUARDED_BY(guard) = 0;  // slots ever handed out; below chunks_.size() * kChunkSlots
+  std::uint32_t free_ ORTMEM_GUARDED_BY(guard) = kNoSlot;
+  std::size_t live_ ORTMEM_GUARDED_BY(guard) = 0;
 };
 
 class RecordTable {

@@ -1,13 +1,15 @@
 #include "ortmem/registry.hpp"
 
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 
 #include "mechanism.hpp"
+#include "ortmem/detail/lock_guard.hpp"
+#include "ortmem/detail/mutex.hpp"
 
 namespace ortmem {
 
+using detail::LockGuard;
 using detail::Mechanism;
 using ContextEntry = detail::RegisteredResource<ProviderContextIdentity>;
 using AuthorityEntry = detail::RegisteredResource<AuthorityIdentity>;
@@ -25,11 +27,11 @@ struct BindingRegistry::State {
 
   // Shared with bindings, which issue allocation generations after the registry is gone.
   std::shared_ptr<IdentityIssuer> identities;
-  std::mutex mutex;
-  std::unordered_map<ProviderContextIdentity, std::shared_ptr<ContextEntry>> contexts;
-  std::unordered_map<AuthorityIdentity, std::shared_ptr<AuthorityEntry>> authorities;
-  std::unordered_map<MechanismIdentity, std::shared_ptr<Mechanism>> mechanisms;
-  std::unordered_map<DeviceKey, MechanismIdentity, DeviceKeyHash> selected;
+  detail::Mutex mutex;
+  std::unordered_map<ProviderContextIdentity, std::shared_ptr<ContextEntry>> contexts ORTMEM_GUARDED_BY(mutex);
+  std::unordered_map<AuthorityIdentity, std::shared_ptr<AuthorityEntry>> authorities ORTMEM_GUARDED_BY(mutex);
+  std::unordered_map<MechanismIdentity, std::shared_ptr<Mechanism>> mechanisms ORTMEM_GUARDED_BY(mutex);
+  std::unordered_map<DeviceKey, MechanismIdentity, DeviceKeyHash> selected ORTMEM_GUARDED_BY(mutex);
 };
 
 namespace {
@@ -60,7 +62,7 @@ Expected<RegisteredProviderContext, BindingError> BindingRegistry::register_prov
   auto identity = issue<ProviderContextIdentity>(*state_->identities);
   if (!identity) return fail(identity.error());
   auto entry = std::make_shared<ContextEntry>(ContextEntry{*identity, device, std::move(resource)});
-  const std::lock_guard lock(state_->mutex);
+  const LockGuard lock(state_->mutex);
   state_->contexts.emplace(*identity, std::move(entry));
   return RegisteredProviderContext{*identity, device};
 }
@@ -70,7 +72,7 @@ Expected<RegisteredAuthority, BindingError> BindingRegistry::register_authority(
   auto identity = issue<AuthorityIdentity>(*state_->identities);
   if (!identity) return fail(identity.error());
   auto entry = std::make_shared<AuthorityEntry>(AuthorityEntry{*identity, device, std::move(resource)});
-  const std::lock_guard lock(state_->mutex);
+  const LockGuard lock(state_->mutex);
   state_->authorities.emplace(*identity, std::move(entry));
   return RegisteredAuthority{*identity, device};
 }
@@ -97,7 +99,7 @@ Expected<RegisteredMechanism, BindingError> BindingRegistry::register_mechanism(
   std::shared_ptr<ContextEntry> context_entry;
   std::shared_ptr<AuthorityEntry> authority_entry;
   {
-    const std::lock_guard lock(state_->mutex);
+    const LockGuard lock(state_->mutex);
     const auto found_context = state_->contexts.find(context.identity);
     if (found_context == state_->contexts.end()) return fail(BindingError::unregistered(context.identity));
     const auto found_authority = state_->authorities.find(authority.identity);
@@ -120,7 +122,7 @@ Expected<RegisteredMechanism, BindingError> BindingRegistry::register_mechanism(
       *identity, device, coherence,
       Mechanism::Resources{std::move(context_entry), std::move(authority_entry), std::move(allocator)},
       state_->identities);
-  const std::lock_guard lock(state_->mutex);
+  const LockGuard lock(state_->mutex);
   // The lock was not held while device() ran, so the context or authority may
   // have been removed meanwhile (nothing used them yet). Registering against
   // one now would leave a mechanism whose context is unregistered and whose
@@ -135,7 +137,7 @@ Expected<RegisteredMechanism, BindingError> BindingRegistry::register_mechanism(
 Expected<std::shared_ptr<Mechanism>, BindingError> BindingRegistry::find(const RegisteredMechanism& mechanism) const {
   if (auto local = ensure_local(*state_->identities, mechanism.identity, "mechanism"); !local)
     return fail(local.error());
-  const std::lock_guard lock(state_->mutex);
+  const LockGuard lock(state_->mutex);
   const auto found = state_->mechanisms.find(mechanism.identity);
   if (found == state_->mechanisms.end()) return fail(BindingError::unregistered(mechanism.identity));
   return found->second;
@@ -152,7 +154,7 @@ Expected<void, BindingError> BindingRegistry::select(const RegisteredMechanism& 
   const DeviceKey device = (*entry)->device();
   std::optional<MechanismIdentity> prior;
   {
-    const std::lock_guard lock(state_->mutex);
+    const LockGuard lock(state_->mutex);
     auto& selected = state_->selected;
     if (const auto found = selected.find(device); found != selected.end()) prior = found->second;
     selected.insert_or_assign(device, mechanism.identity);
@@ -176,7 +178,7 @@ Expected<void, BindingError> BindingRegistry::withdraw_selection(DeviceKey devic
     std::shared_ptr<Mechanism> restorable;
     if (replacement) {
       {
-        const std::lock_guard lock(state_->mutex);
+        const LockGuard lock(state_->mutex);
         const auto selected = state_->selected.find(device);
         if (selected == state_->selected.end() || selected->second != owner) return {};
         if (const auto found = state_->mechanisms.find(*replacement); found != state_->mechanisms.end()) {
@@ -186,7 +188,7 @@ Expected<void, BindingError> BindingRegistry::withdraw_selection(DeviceKey devic
       if (restorable && restorable->lifecycle() != MechanismLifecycle::kActive) restorable.reset();
     }
     {
-      const std::lock_guard lock(state_->mutex);
+      const LockGuard lock(state_->mutex);
       const auto selected = state_->selected.find(device);
       if (selected == state_->selected.end() || selected->second != owner) return {};
       if (!restorable || !state_->mechanisms.contains(restorable->identity())) {
@@ -205,7 +207,7 @@ Expected<void, BindingError> BindingRegistry::withdraw_selection(DeviceKey devic
 Expected<MemoryBinding, BindingError> BindingRegistry::bind(DeviceKey device) const {
   std::shared_ptr<Mechanism> entry;
   {
-    const std::lock_guard lock(state_->mutex);
+    const LockGuard lock(state_->mutex);
     const auto selected = state_->selected.find(device);
     if (selected == state_->selected.end()) return fail(BindingError::no_selected_mechanism(device));
     const auto found = state_->mechanisms.find(selected->second);
@@ -240,7 +242,7 @@ Expected<void, BindingError> BindingRegistry::retire(const RegisteredMechanism& 
   // Terminal first, then deselect: see the header. The selection is looked up
   // under the registered device, not the handle's copy (as in select()).
   (*entry)->retire();
-  const std::lock_guard lock(state_->mutex);
+  const LockGuard lock(state_->mutex);
   if (const auto selected = state_->selected.find((*entry)->device());
       selected != state_->selected.end() && selected->second == mechanism.identity) {
     state_->selected.erase(selected);
@@ -252,13 +254,13 @@ Expected<void, BindingError> BindingRegistry::invalidate_device(DeviceKey device
   auto shared_reason = std::make_shared<const std::string>(std::move(reason));
   std::vector<std::shared_ptr<Mechanism>> entries;
   {
-    const std::lock_guard lock(state_->mutex);
+    const LockGuard lock(state_->mutex);
     for (const auto& [identity, entry] : state_->mechanisms) {
       if (entry->device() == device) entries.push_back(entry);
     }
   }
   for (const auto& entry : entries) entry->invalidate(shared_reason);
-  const std::lock_guard lock(state_->mutex);
+  const LockGuard lock(state_->mutex);
   const auto selected = state_->selected.find(device);
   if (selected == state_->selected.end()) return {};
   for (const auto& entry : entries) {
@@ -276,7 +278,7 @@ Expected<void, BindingError> BindingRegistry::confirm_context_terminated(
     return fail(local.error());
   std::vector<std::shared_ptr<Mechanism>> entries;
   {
-    const std::lock_guard lock(state_->mutex);
+    const LockGuard lock(state_->mutex);
     if (!state_->contexts.contains(context.identity)) return fail(BindingError::unregistered(context.identity));
     for (const auto& [identity, entry] : state_->mechanisms) {
       if (entry->context() == context.identity) entries.push_back(entry);
@@ -305,7 +307,7 @@ Expected<void, BindingError> BindingRegistry::remove(const RegisteredMechanism& 
     return fail(BindingError::inactive_mechanism(mechanism.identity, snapshot.lifecycle,
                                                  "removing a mechanism before it is retired and quiescent"));
   }
-  const std::lock_guard lock(state_->mutex);
+  const LockGuard lock(state_->mutex);
   // The registered device, not the handle's copy (as in select()).
   if (const auto selected = state_->selected.find((*entry)->device());
       selected != state_->selected.end() && selected->second == mechanism.identity) {
@@ -318,7 +320,7 @@ Expected<void, BindingError> BindingRegistry::remove(const RegisteredMechanism& 
 Expected<void, BindingError> BindingRegistry::remove_provider_context(const RegisteredProviderContext& context) const {
   if (auto local = ensure_local(*state_->identities, context.identity, "provider context"); !local)
     return fail(local.error());
-  const std::lock_guard lock(state_->mutex);
+  const LockGuard lock(state_->mutex);
   if (!state_->contexts.contains(context.identity)) return fail(BindingError::unregistered(context.identity));
   for (const auto& [identity, entry] : state_->mechanisms) {
     if (entry->context() == context.identity) return fail(BindingError::in_use(context.identity));
@@ -330,7 +332,7 @@ Expected<void, BindingError> BindingRegistry::remove_provider_context(const Regi
 Expected<void, BindingError> BindingRegistry::remove_authority(const RegisteredAuthority& authority) const {
   if (auto local = ensure_local(*state_->identities, authority.identity, "authority"); !local)
     return fail(local.error());
-  const std::lock_guard lock(state_->mutex);
+  const LockGuard lock(state_->mutex);
   if (!state_->authorities.contains(authority.identity)) return fail(BindingError::unregistered(authority.identity));
   for (const auto& [identity, entry] : state_->mechanisms) {
     if (entry->authority() == authority.identity) return fail(BindingError::in_use(authority.identity));
@@ -348,7 +350,7 @@ Expected<MechanismSnapshot, BindingError> BindingRegistry::snapshot(const Regist
 std::vector<MechanismSnapshot> BindingRegistry::snapshots() const {
   std::vector<std::shared_ptr<Mechanism>> entries;
   {
-    const std::lock_guard lock(state_->mutex);
+    const LockGuard lock(state_->mutex);
     for (const auto& [identity, entry] : state_->mechanisms) entries.push_back(entry);
   }
   std::vector<MechanismSnapshot> result;

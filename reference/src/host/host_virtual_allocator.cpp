@@ -465,11 +465,11 @@ Expected<SharedPrefixCommitInfo, MemoryError> HostVirtualAllocator::commit_share
     // One MAP_FIXED call: either the whole range maps or none of it does.
     if (fails(Syscall::kMmap) ||
         ::mmap(target, memory->mapped_bytes, PROT_READ, MAP_SHARED | MAP_FIXED, memory->fd, 0) == MAP_FAILED) {
-      // Keep the range reserved and inaccessible, as it was. MAP_FIXED over
-      // a range this allocator reserved does not fail short of ENOMEM, and
-      // then the failure below is still the one to report.
-      (void)::mmap(target, memory->mapped_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
-                   0);
+      // Keep the range reserved and inaccessible, as it was. Its result is not
+      // read: MAP_FIXED over a range this allocator reserved fails only short
+      // of memory, and then the failure below is still the one to report.
+      // NOLINTNEXTLINE(bugprone-unused-return-value)
+      ::mmap(target, memory->mapped_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
       return fail(MemoryError::allocation_failed(Tier::kHost, prefix.mapped_bytes(),
                                                  "mmap of the prefix into the target failed; no mapping was made"));
     }

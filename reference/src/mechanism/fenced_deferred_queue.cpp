@@ -5,6 +5,7 @@
 #include <new>
 
 #include "mechanism/reusable_fifo.hpp"
+#include "ortmem/detail/lock_guard.hpp"
 #include "ortmem/detail/spin_lock.hpp"
 
 namespace ortmem::mechanism {
@@ -42,7 +43,7 @@ class FencedDeferredQueue::Impl {
 
   // The first state rejection that applies now, if any.
   std::optional<DeferredEnqueueRejection> rejection() const noexcept {
-    const std::lock_guard lock(bookkeeping);
+    const ortmem::detail::LockGuard lock(bookkeeping);
     return first_rejection(device_lost, closed, entries.size(), capacity);
   }
 
@@ -54,9 +55,9 @@ class FencedDeferredQueue::Impl {
 
   // Guards the entries and the two flags; held for bookkeeping only.
   mutable ortmem::detail::SpinLock bookkeeping;
-  detail::ReusableFifo<Entry> entries;
-  bool closed = false;
-  bool device_lost = false;
+  detail::ReusableFifo<Entry> entries ORTMEM_GUARDED_BY(bookkeeping);
+  bool closed ORTMEM_GUARDED_BY(bookkeeping) = false;
+  bool device_lost ORTMEM_GUARDED_BY(bookkeeping) = false;
   // closed || device_lost, readable without the lock: enqueue reads it
   // before recording a fence, so a stopped queue records none (on a lost
   // device that would be a driver call). Only a hint: the decision is made
@@ -106,7 +107,7 @@ Expected<DeferredEnqueued, DeferredEnqueueError> FencedDeferredQueue::enqueue(Pr
   }
   std::optional<DeferredEnqueueRejection> rejection;
   {
-    const std::lock_guard lock(q.bookkeeping);
+    const ortmem::detail::LockGuard lock(q.bookkeeping);
     rejection = first_rejection(q.device_lost, q.closed, q.entries.size(), q.capacity);
     if (!rejection && !fence) {
       if (auto recorded = q.fences->record())
@@ -132,7 +133,7 @@ Expected<DeferredEnqueued, DeferredEnqueueError> FencedDeferredQueue::enqueue(Pr
 }
 
 std::size_t FencedDeferredQueue::pending() const noexcept {
-  const std::lock_guard lock(impl_->bookkeeping);
+  const ortmem::detail::LockGuard lock(impl_->bookkeeping);
   return impl_->entries.size();
 }
 
@@ -142,7 +143,7 @@ std::size_t FencedDeferredQueue::poll() noexcept {
   if (!executing.owns_lock()) return 0;
   std::size_t ran = 0;
   for (;;) {
-    std::unique_lock lock(q.bookkeeping);
+    ortmem::detail::LockGuard lock(q.bookkeeping);
     if (q.entries.empty()) break;
     const FenceToken head = q.entries.front().fence;
     FenceState state;
@@ -181,7 +182,7 @@ std::size_t FencedDeferredQueue::poll() noexcept {
 }
 
 void FencedDeferredQueue::close() noexcept {
-  const std::lock_guard lock(impl_->bookkeeping);
+  const ortmem::detail::LockGuard lock(impl_->bookkeeping);
   impl_->closed = true;
   impl_->stopped.store(true, std::memory_order_release);
 }
@@ -189,7 +190,7 @@ void FencedDeferredQueue::close() noexcept {
 std::size_t FencedDeferredQueue::mark_device_lost() noexcept {
   detail::ReusableFifo<Impl::Entry> lost;
   {
-    const std::lock_guard lock(impl_->bookkeeping);
+    const ortmem::detail::LockGuard lock(impl_->bookkeeping);
     impl_->device_lost = true;
     impl_->stopped.store(true, std::memory_order_release);
     lost.swap(impl_->entries);

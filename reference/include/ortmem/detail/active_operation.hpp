@@ -13,10 +13,11 @@
 #pragma once
 
 #include <cstddef>
-#include <mutex>
 #include <utility>
 
+#include "ortmem/detail/lock_guard.hpp"
 #include "ortmem/detail/spin_lock.hpp"
+#include "ortmem/detail/thread_annotations.hpp"
 
 namespace ortmem::detail {
 
@@ -40,13 +41,13 @@ class ActiveOperation {
 
   void finish() noexcept {
     if (count_ == nullptr) return;
-    const std::lock_guard lock(*guard_);
+    const LockGuard lock(*guard_);
     finish_holding(*guard_);
   }
   // Finishes inside a critical section of `held` that the caller is in, so
   // that the work done there and the end of the operation are one step. Does
   // nothing if the count is another lock's (taking it here could deadlock).
-  void finish_holding(const SpinLock& held) noexcept {
+  void finish_holding(const SpinLock& held) noexcept ORTMEM_REQUIRES(held) {
     if (guard_ != &held) return;
     --*count_;
     guard_ = nullptr;

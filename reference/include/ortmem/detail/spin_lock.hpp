@@ -12,20 +12,24 @@
 //
 // Meets the standard Lockable requirements (std::lock_guard, std::unique_lock,
 // std::try_to_lock), so ThreadSanitizer sees its acquire and release as a lock.
+// Lock it through LockGuard where it guards members (ORTMEM_GUARDED_BY): the
+// thread-safety analysis follows only annotated guards.
 #pragma once
 
 #include <atomic>
 #include <thread>
 
+#include "ortmem/detail/thread_annotations.hpp"
+
 namespace ortmem::detail {
 
-class SpinLock {
+class ORTMEM_CAPABILITY("spin lock") SpinLock {
  public:
   SpinLock() = default;
   SpinLock(const SpinLock&) = delete;
   SpinLock& operator=(const SpinLock&) = delete;
 
-  void lock() noexcept {
+  void lock() noexcept ORTMEM_ACQUIRE() {
     while (locked_.exchange(true, std::memory_order_acquire)) {
       // Wait reading, not writing, so waiters do not steal the line from the holder.
       for (unsigned spins = 0; locked_.load(std::memory_order_relaxed); ++spins) {
@@ -34,11 +38,11 @@ class SpinLock {
     }
   }
 
-  [[nodiscard]] bool try_lock() noexcept {
+  [[nodiscard]] bool try_lock() noexcept ORTMEM_TRY_ACQUIRE(true) {
     return !locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire);
   }
 
-  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+  void unlock() noexcept ORTMEM_RELEASE() { locked_.store(false, std::memory_order_release); }
 
  private:
   // About the length of a critical section this lock is meant for.

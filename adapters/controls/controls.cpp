@@ -597,9 +597,9 @@ class SharedMappingOnly final : public ForwardingVmm {
 // teardown observes, not that a count be published. The pins and teardown are
 // the reference's, so the count is still exact inside (PIN-009) and teardown
 // still observes it (PIN-006); only the window onto it is closed.
-class NoPinCount final : public HostContext {
+class NoPinCount final : public HostContextUnderTest {
  public:
-  using HostContext::HostContext;
+  using HostContextUnderTest::HostContextUnderTest;
   std::optional<std::uint64_t> outstanding_pins() const override { return std::nullopt; }
 };
 
@@ -612,9 +612,9 @@ class NoPinCount final : public HostContext {
 // constrains only a teardown that waits, and PIN-008 is met trivially: a
 // teardown on a thread holding a pin returns unfinished immediately.
 // (Replaces control:no-double-release-detection, see the top of this file.)
-class NonWaitingTeardown final : public HostContext {
+class NonWaitingTeardown final : public HostContextUnderTest {
  public:
-  using HostContext::HostContext;
+  using HostContextUnderTest::HostContextUnderTest;
   bool teardown(std::chrono::steady_clock::time_point) override { return reference()->try_teardown().has_value(); }
 };
 
@@ -700,10 +700,10 @@ class HolderTrackingPins final : public ProviderContextPinSource {
   std::shared_ptr<PinHolders> holders_;
 };
 
-class DetectsSelfPinnedTeardown final : public HostContext {
+class DetectsSelfPinnedTeardown final : public HostContextUnderTest {
  public:
   DetectsSelfPinnedTeardown(ProviderContextIdentity identity, ContextOptions options)
-      : HostContext(identity, options), holders_(std::make_shared<PinHolders>()),
+      : HostContextUnderTest(identity, options), holders_(std::make_shared<PinHolders>()),
         source_(std::make_shared<HolderTrackingPins>(reference(), holders_)) {}
   ProviderContextPinSource& pins() override { return *source_; }
   std::shared_ptr<ProviderContextPinSource> shared_pins() override { return source_; }
@@ -725,10 +725,10 @@ class DetectsSelfPinnedTeardown final : public HostContext {
 // DQ-005 and DQ-011, which bound only "a bounded queue" ("full (the queue is
 // bounded and at capacity)"); an unbounded queue that says so honestly is not
 // bounded. Everything else is the reference mechanism::FencedDeferredQueue.
-class UnboundedQueue final : public HostQueue {
+class UnboundedQueue final : public HostQueueUnderTest {
  public:
   UnboundedQueue(std::shared_ptr<ProviderContextPinSource> context, QueueOptions)
-      : HostQueue(std::move(context), QueueOptions{}) {}
+      : HostQueueUnderTest(std::move(context), QueueOptions{}) {}
 };
 
 // ---- 5. control:bounded-queue ----
@@ -740,11 +740,11 @@ class UnboundedQueue final : public HostQueue {
 // reference queue is unbounded unless asked; a test that enqueues more than 4
 // requests without asking for a capacity must expect "full" as a permitted
 // answer (the registry then quarantines with enqueue-rejected(full), DQ-007).
-class BoundedQueue final : public HostQueue {
+class BoundedQueue final : public HostQueueUnderTest {
  public:
   static constexpr std::size_t kDefaultCapacity = 4;
   BoundedQueue(std::shared_ptr<ProviderContextPinSource> context, QueueOptions options)
-      : HostQueue(std::move(context), QueueOptions{options.capacity.value_or(kDefaultCapacity)}) {}
+      : HostQueueUnderTest(std::move(context), QueueOptions{options.capacity.value_or(kDefaultCapacity)}) {}
 };
 
 // ---- 13. control:polls-on-enqueue ----

@@ -57,7 +57,7 @@ std::shared_ptr<DeviceAllocator> SimulatedVmmAdapter::make_allocator() {
 
 std::unique_ptr<cts::QueueUnderTest> SimulatedVmmAdapter::make_queue(cts::ContextUnderTest& context,
                                                                      cts::QueueOptions options) {
-  return std::make_unique<SimulatedEventQueue>(dynamic_cast<HostContext&>(context).shared_pins(), options);
+  return std::make_unique<SimulatedEventQueue>(dynamic_cast<HostContextUnderTest&>(context).shared_pins(), options);
 }
 
 std::shared_ptr<cuda::VmmDriver> SimulatedVmmAdapter::driver_over(

@@ -8,12 +8,12 @@
 
 namespace ortmem::adapters {
 
-HostContext::HostContext(ProviderContextIdentity identity, cts::ContextOptions options)
+HostContextUnderTest::HostContextUnderTest(ProviderContextIdentity identity, cts::ContextOptions options)
     : context_(std::make_shared<mechanism::ProviderContext>(
           identity, mechanism::ProviderContext::Options{
                         options.max_outstanding_pins.value_or(mechanism::ProviderContext::kCounterCapacity)})) {}
 
-HostQueue::HostQueue(std::shared_ptr<ProviderContextPinSource> context, cts::QueueOptions options)
+HostQueueUnderTest::HostQueueUnderTest(std::shared_ptr<ProviderContextPinSource> context, cts::QueueOptions options)
     : stream_(std::make_shared<mechanism::HostStream>()),
       queue_(std::move(context), stream_, mechanism::FencedDeferredQueue::Options{options.capacity}) {}
 
@@ -40,12 +40,12 @@ std::shared_ptr<DeviceAllocator> HostAdapter::make_allocator() { return std::mak
 
 std::unique_ptr<cts::ContextUnderTest> HostAdapter::make_context(ProviderContextIdentity identity,
                                                                  cts::ContextOptions options) {
-  return std::make_unique<HostContext>(identity, options);
+  return std::make_unique<HostContextUnderTest>(identity, options);
 }
 
 std::unique_ptr<cts::QueueUnderTest> HostAdapter::make_queue(cts::ContextUnderTest& context,
                                                              cts::QueueOptions options) {
-  return std::make_unique<HostQueue>(dynamic_cast<HostContext&>(context).shared_pins(), options);
+  return std::make_unique<HostQueueUnderTest>(dynamic_cast<HostContextUnderTest&>(context).shared_pins(), options);
 }
 
 void register_host_adapter() {

@@ -15,9 +15,9 @@
 
 namespace ortmem::adapters {
 
-class HostContext : public cts::ContextUnderTest {
+class HostContextUnderTest : public cts::ContextUnderTest {
  public:
-  HostContext(ProviderContextIdentity identity, cts::ContextOptions options);
+  HostContextUnderTest(ProviderContextIdentity identity, cts::ContextOptions options);
 
   ProviderContextPinSource& pins() override { return *context_; }
   std::optional<std::uint64_t> outstanding_pins() const override { return context_->outstanding_pins(); }
@@ -37,9 +37,9 @@ class HostContext : public cts::ContextUnderTest {
   std::shared_ptr<mechanism::ProviderContext> context_;
 };
 
-class HostQueue : public cts::QueueUnderTest {
+class HostQueueUnderTest : public cts::QueueUnderTest {
  public:
-  HostQueue(std::shared_ptr<ProviderContextPinSource> context, cts::QueueOptions options);
+  HostQueueUnderTest(std::shared_ptr<ProviderContextPinSource> context, cts::QueueOptions options);
 
   DeferredReleaseQueue& queue() override { return queue_; }
   void record_use() override { (void)stream_->submit(); }

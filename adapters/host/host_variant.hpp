@@ -51,7 +51,7 @@ class WithAllocator final : public RenamedHostAdapter {
   std::shared_ptr<DeviceAllocator> make_allocator() override { return std::make_shared<Allocator>(); }
 };
 
-// `Context`, constructed as HostContext is, in place of the host context.
+// `Context`, constructed as HostContextUnderTest is, in place of the host context.
 template <class Context>
 class WithContext final : public RenamedHostAdapter {
  public:
@@ -69,7 +69,7 @@ class WithQueue final : public RenamedHostAdapter {
  public:
   using RenamedHostAdapter::RenamedHostAdapter;
   std::unique_ptr<cts::QueueUnderTest> make_queue(cts::ContextUnderTest& context, cts::QueueOptions options) override {
-    return std::make_unique<Queue>(dynamic_cast<HostContext&>(context).shared_pins(), options);
+    return std::make_unique<Queue>(dynamic_cast<HostContextUnderTest&>(context).shared_pins(), options);
   }
 };
 

@@ -8,13 +8,13 @@
 namespace ortmem::cts {
 
 std::unique_ptr<ContextUnderTest> make_reference_context(ProviderContextIdentity identity, ContextOptions options) {
-  return std::make_unique<adapters::HostContext>(identity, options);
+  return std::make_unique<adapters::HostContextUnderTest>(identity, options);
 }
 
 std::unique_ptr<QueueUnderTest> make_reference_queue(ContextUnderTest& context, QueueOptions options) {
-  auto* reference = dynamic_cast<adapters::HostContext*>(&context);
+  auto* reference = dynamic_cast<adapters::HostContextUnderTest*>(&context);
   if (reference == nullptr) return nullptr;
-  return std::make_unique<adapters::HostQueue>(reference->shared_pins(), options);
+  return std::make_unique<adapters::HostQueueUnderTest>(reference->shared_pins(), options);
 }
 
 MemoryAccess& host_memory_access() {

@@ -1022,10 +1022,10 @@ class PinRingSource final : public ProviderContextPinSource {
   std::atomic<std::uint64_t> cursor_{0};
 };
 
-class PinRingExhaustedContext final : public HostContext {
+class PinRingExhaustedContext final : public HostContextUnderTest {
  public:
   PinRingExhaustedContext(ProviderContextIdentity identity, ContextOptions options)
-      : HostContext(identity, options), source_(std::make_shared<PinRingSource>(reference())) {}
+      : HostContextUnderTest(identity, options), source_(std::make_shared<PinRingSource>(reference())) {}
   ProviderContextPinSource& pins() override { return *source_; }
 
  private:
@@ -1036,14 +1036,14 @@ class PinRingExhaustedContext final : public HostContext {
 // its deadline: it spins waiting for the pins to go, which cannot happen while its own caller holds one,
 // until its spin limit (100 ms here, standing in for "forever") and only then reports busy. From other
 // threads, or with no pin held by the caller, teardown honours its deadline as the reference does.
-class SelfHeldTeardownIgnoresDeadlineContext final : public HostContext {
+class SelfHeldTeardownIgnoresDeadlineContext final : public HostContextUnderTest {
  public:
   SelfHeldTeardownIgnoresDeadlineContext(ProviderContextIdentity identity, ContextOptions options)
-      : HostContext(identity, options), book_(std::make_shared<PinBook>()),
+      : HostContextUnderTest(identity, options), book_(std::make_shared<PinBook>()),
         source_(std::make_shared<TrackingPinSource>(reference(), book_, false)) {}
   ProviderContextPinSource& pins() override { return *source_; }
   bool teardown(Clock::time_point deadline) override {
-    if (!book_->held_by(std::this_thread::get_id())) return HostContext::teardown(deadline);
+    if (!book_->held_by(std::this_thread::get_id())) return HostContextUnderTest::teardown(deadline);
     reference()->begin_retirement();
     const auto limit = Clock::now() + kGiveUp;  // the bug: `deadline` is not consulted
     while (reference()->outstanding_pins() != 0 && Clock::now() < limit) {
@@ -1061,10 +1061,10 @@ class SelfHeldTeardownIgnoresDeadlineContext final : public HostContext {
 // context stopped accepting work (retiring or lost) is lent one ("re-entrant pins are free") instead of being
 // refused with context-unavailable. Lent pins are counted: outstanding_pins() and teardown include them, so
 // teardown still never completes while one lives. Threads holding no pin are refused as they must be.
-class NestedPinAfterRetireContext final : public HostContext {
+class NestedPinAfterRetireContext final : public HostContextUnderTest {
  public:
   NestedPinAfterRetireContext(ProviderContextIdentity identity, ContextOptions options)
-      : HostContext(identity, options), book_(std::make_shared<PinBook>()),
+      : HostContextUnderTest(identity, options), book_(std::make_shared<PinBook>()),
         source_(std::make_shared<TrackingPinSource>(reference(), book_, true)) {}
   ProviderContextPinSource& pins() override { return *source_; }
   std::optional<std::uint64_t> outstanding_pins() const override {
@@ -1106,10 +1106,10 @@ class OverflowSource final : public ProviderContextPinSource {
   std::shared_ptr<std::atomic<std::uint64_t>> phantom_;
 };
 
-class OverflowBumpsReportedCountContext final : public HostContext {
+class OverflowBumpsReportedCountContext final : public HostContextUnderTest {
  public:
   OverflowBumpsReportedCountContext(ProviderContextIdentity identity, ContextOptions options)
-      : HostContext(identity, options), phantom_(std::make_shared<std::atomic<std::uint64_t>>(0)),
+      : HostContextUnderTest(identity, options), phantom_(std::make_shared<std::atomic<std::uint64_t>>(0)),
         source_(std::make_shared<OverflowSource>(reference(), phantom_)) {}
   ProviderContextPinSource& pins() override { return *source_; }
   std::shared_ptr<ProviderContextPinSource> shared_pins() override { return source_; }
@@ -1125,9 +1125,9 @@ class OverflowBumpsReportedCountContext final : public HostContext {
 // PIN-006. A RETRIED teardown takes progress for completion: after a teardown has reported busy with N pins
 // outstanding, a later teardown that still finds pins alive but fewer than N reports done. The first
 // teardown, retries that find no fewer pins, and retries after the last pin went are right.
-class RetriedTeardownTrustsProgressContext final : public HostContext {
+class RetriedTeardownTrustsProgressContext final : public HostContextUnderTest {
  public:
-  using HostContext::HostContext;
+  using HostContextUnderTest::HostContextUnderTest;
   bool teardown(Clock::time_point deadline) override {
     auto done = reference()->teardown(deadline);
     if (done) return true;

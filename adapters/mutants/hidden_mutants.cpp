@@ -545,10 +545,10 @@ class LaterPinsMisnamedSource final : public WrappingPinSource {
 };
 
 // The kit's direct pins() go through the misnaming source; the queue keeps the reference's own pins.
-class LaterPinsMisnamedContext final : public HostContext {
+class LaterPinsMisnamedContext final : public HostContextUnderTest {
  public:
   LaterPinsMisnamedContext(ProviderContextIdentity identity, ContextOptions options)
-      : HostContext(identity, options), source_(std::make_shared<LaterPinsMisnamedSource>(reference())) {}
+      : HostContextUnderTest(identity, options), source_(std::make_shared<LaterPinsMisnamedSource>(reference())) {}
   ProviderContextPinSource& pins() override { return *source_; }
 
  private:
@@ -568,10 +568,10 @@ bool wait_for(Clock::time_point deadline, Done done) {
 
 // outstanding_pins() and teardown read a side tally updated with a non-atomic read-modify-write, so concurrent
 // pin/unpin loses counts (teardown may then report done with pins alive, or never).
-class RacyPinCountContext final : public HostContext {
+class RacyPinCountContext final : public HostContextUnderTest {
  public:
   RacyPinCountContext(ProviderContextIdentity identity, ContextOptions options)
-      : HostContext(identity, options), ledger_(std::make_shared<PinLedger>(true)),
+      : HostContextUnderTest(identity, options), ledger_(std::make_shared<PinLedger>(true)),
         source_(std::make_shared<WrappingPinSource>(reference(), ledger_)) {}
   ProviderContextPinSource& pins() override { return *source_; }
   std::shared_ptr<ProviderContextPinSource> shared_pins() override { return source_; }
@@ -590,9 +590,9 @@ class RacyPinCountContext final : public HostContext {
 
 // outstanding_pins() is nullopt, and teardown treats its deadline passing as success: it reports done with pins
 // still outstanding once it has waited.
-class OpaqueTimeoutSuccessContext final : public HostContext {
+class OpaqueTimeoutSuccessContext final : public HostContextUnderTest {
  public:
-  using HostContext::HostContext;
+  using HostContextUnderTest::HostContextUnderTest;
   std::optional<std::uint64_t> outstanding_pins() const override { return std::nullopt; }
   bool teardown(Clock::time_point deadline) override {
     (void)reference()->teardown(capped(deadline));  // busy or not, "we waited long enough"
@@ -602,10 +602,10 @@ class OpaqueTimeoutSuccessContext final : public HostContext {
 
 // outstanding_pins() is nullopt, and teardown waits only for pins taken through pins() directly: the pins a
 // deferred queue takes (through shared_pins()) are not counted, so queued work does not hold teardown back.
-class OpaqueIgnoresQueuePinsContext final : public HostContext {
+class OpaqueIgnoresQueuePinsContext final : public HostContextUnderTest {
  public:
   OpaqueIgnoresQueuePinsContext(ProviderContextIdentity identity, ContextOptions options)
-      : HostContext(identity, options), ledger_(std::make_shared<PinLedger>(false)),
+      : HostContextUnderTest(identity, options), ledger_(std::make_shared<PinLedger>(false)),
         source_(std::make_shared<WrappingPinSource>(reference(), ledger_)) {}
   ProviderContextPinSource& pins() override { return *source_; }
   // shared_pins() stays the reference's: the queue's pins bypass the ledger.
@@ -622,10 +622,10 @@ class OpaqueIgnoresQueuePinsContext final : public HostContext {
 
 // outstanding_pins() is nullopt, and a teardown called on a thread that holds one of the context's pins reports
 // done at once ("deadlock avoided") instead of refusing or timing out.
-class OpaqueSelfHeldTeardownContext final : public HostContext {
+class OpaqueSelfHeldTeardownContext final : public HostContextUnderTest {
  public:
   OpaqueSelfHeldTeardownContext(ProviderContextIdentity identity, ContextOptions options)
-      : HostContext(identity, options), ledger_(std::make_shared<PinLedger>(false)),
+      : HostContextUnderTest(identity, options), ledger_(std::make_shared<PinLedger>(false)),
         source_(std::make_shared<WrappingPinSource>(reference(), ledger_)) {}
   ProviderContextPinSource& pins() override { return *source_; }
   // shared_pins() stays the reference's: only direct pins record their taker.
@@ -635,7 +635,7 @@ class OpaqueSelfHeldTeardownContext final : public HostContext {
       reference()->begin_retirement();
       return true;
     }
-    return HostContext::teardown(deadline);
+    return HostContextUnderTest::teardown(deadline);
   }
 
  private:

@@ -302,10 +302,10 @@ class WrongContextPins final : public PinSourceWrapper {
 };
 
 template <class Source>
-class WrappedContext final : public HostContext {
+class WrappedContext final : public HostContextUnderTest {
  public:
   WrappedContext(ProviderContextIdentity identity, ContextOptions options)
-      : HostContext(identity, options), source_(std::make_shared<Source>(reference())) {}
+      : HostContextUnderTest(identity, options), source_(std::make_shared<Source>(reference())) {}
   ProviderContextPinSource& pins() override { return *source_; }
   std::shared_ptr<ProviderContextPinSource> shared_pins() override { return source_; }
 
@@ -314,9 +314,9 @@ class WrappedContext final : public HostContext {
 };
 
 // Teardown reports success with pins still outstanding.
-class EarlyTeardownContext final : public HostContext {
+class EarlyTeardownContext final : public HostContextUnderTest {
  public:
-  using HostContext::HostContext;
+  using HostContextUnderTest::HostContextUnderTest;
   bool teardown(std::chrono::steady_clock::time_point) override {
     reference()->begin_retirement();
     return true;
@@ -324,9 +324,10 @@ class EarlyTeardownContext final : public HostContext {
 };
 
 // Ignores the pin cap, so the count can grow past it (a wrap in waiting).
-class UncappedContext final : public HostContext {
+class UncappedContext final : public HostContextUnderTest {
  public:
-  UncappedContext(ProviderContextIdentity identity, ContextOptions) : HostContext(identity, ContextOptions{}) {}
+  UncappedContext(ProviderContextIdentity identity, ContextOptions)
+      : HostContextUnderTest(identity, ContextOptions{}) {}
 };
 
 // ---- Queue mutants. ----
@@ -351,10 +352,10 @@ class QueueWrapper : public QueueUnderTest, public DeferredReleaseQueue {
                                                            ProviderContextPin pin) noexcept override {
     return inner_.queue().enqueue(std::move(request), std::move(pin));
   }
-  std::size_t pending() const noexcept override { return const_cast<HostQueue&>(inner_).queue().pending(); }
+  std::size_t pending() const noexcept override { return const_cast<HostQueueUnderTest&>(inner_).queue().pending(); }
 
  protected:
-  HostQueue inner_;
+  HostQueueUnderTest inner_;
   QueueOptions options_;
 };
 

@@ -249,7 +249,7 @@ class PluginAdapter final : public HostAdapter {
   // The plugin's own deferred release, over the kit's reference context.
   std::unique_ptr<cts::QueueUnderTest> make_queue(cts::ContextUnderTest& context, cts::QueueOptions options) override {
     return std::make_unique<PluginQueue>(
-        dynamic_cast<HostContext&>(context).shared_pins(),
+        dynamic_cast<HostContextUnderTest&>(context).shared_pins(),
         [opened = opened_](void* ptr, std::size_t bytes, std::size_t align) {
           return opened->holding(ptr, bytes, align);
         },

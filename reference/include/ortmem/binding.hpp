@@ -28,7 +28,7 @@
 #include "ortmem/binding_error.hpp"
 #include "ortmem/binding_identity.hpp"
 #include "ortmem/detail/active_operation.hpp"
-#include "ortmem/detail/check.hpp"
+#include "ortmem/detail/check_result.hpp"
 #include "ortmem/detail/record_slot.hpp"
 #include "ortmem/expected.hpp"
 #include "ortmem/mechanism_snapshot.hpp"
@@ -141,25 +141,29 @@ class MemoryBinding {
                                                                                      BoundAllocation& allocation);
   // Only takes the live record: `allocation` still describes it, for a caller
   // that settles the release in place (release_now builds no request at all).
-  [[nodiscard]] static detail::Check take_live_record(const BindingIdentity& through, detail::Mechanism& mechanism,
-                                                      const BoundAllocation& allocation);
+  [[nodiscard]] static detail::CheckResult take_live_record(const BindingIdentity& through,
+                                                            detail::Mechanism& mechanism,
+                                                            const BoundAllocation& allocation);
 
   // Validates the view and opens an active operation for the callback's duration.
   [[nodiscard]] Expected<std::pair<detail::ActiveOperation, ValidatedMemoryView>, BindingError> open_view(
       const BoundMemoryView& view) const;
   // A recorded allocation, before it becomes metadata of the caller's choice.
-  struct Recorded {
+  struct RecordedAllocation {
     AllocationGeneration generation;
     detail::RecordSlot slot;
     void* ptr;
   };
   // Records ptr as live; `operation` (the caller's, still open) ends in the same step.
-  [[nodiscard]] Expected<Recorded, BindingError> record_allocation(void* ptr, std::size_t bytes, std::size_t align,
-                                                                   detail::ActiveOperation& operation) const;
+  [[nodiscard]] Expected<RecordedAllocation, BindingError> record_allocation(void* ptr, std::size_t bytes,
+                                                                             std::size_t align,
+                                                                             detail::ActiveOperation& operation) const;
   // Opens an operation, allocates with no lock held and records the result.
-  [[nodiscard]] Expected<Recorded, BindingError> allocate_recorded(std::size_t bytes, std::size_t align) const;
-  [[nodiscard]] BoundAllocation metadata(const Recorded& recorded, std::size_t bytes, std::size_t align) const;
-  [[nodiscard]] Expected<OwningAllocation, BindingError> owner_of(const Recorded& recorded, std::size_t bytes,
+  [[nodiscard]] Expected<RecordedAllocation, BindingError> allocate_recorded(std::size_t bytes,
+                                                                             std::size_t align) const;
+  [[nodiscard]] BoundAllocation metadata(const RecordedAllocation& recorded, std::size_t bytes,
+                                         std::size_t align) const;
+  [[nodiscard]] Expected<OwningAllocation, BindingError> owner_of(const RecordedAllocation& recorded, std::size_t bytes,
                                                                   std::size_t align) const;
 
   BindingIdentity identity_;

@@ -18,19 +18,20 @@ detail::AllocationRecord record_of(BindingId binding, const void* ptr, std::size
 MemoryBinding::MemoryBinding(BindingIdentity identity, std::shared_ptr<detail::Mechanism> mechanism) noexcept
     : identity_(identity), mechanism_(std::move(mechanism)) {}
 
-Expected<MemoryBinding::Recorded, BindingError> MemoryBinding::record_allocation(
+Expected<MemoryBinding::RecordedAllocation, BindingError> MemoryBinding::record_allocation(
     void* ptr, std::size_t bytes, std::size_t align, detail::ActiveOperation& operation) const {
   auto recorded = mechanism_->record(record_of(identity_.id, ptr, bytes, align), operation);
   if (!recorded) return fail(std::move(recorded.error()));
-  return Recorded{recorded->generation, recorded->slot, ptr};
+  return RecordedAllocation{recorded->generation, recorded->slot, ptr};
 }
 
-BoundAllocation MemoryBinding::metadata(const Recorded& recorded, std::size_t bytes, std::size_t align) const {
+BoundAllocation MemoryBinding::metadata(const RecordedAllocation& recorded, std::size_t bytes,
+                                        std::size_t align) const {
   return BoundAllocation(mechanism_, AllocationIdentity{identity_, recorded.generation}, recorded.slot, recorded.ptr,
                          bytes, align);
 }
 
-Expected<OwningAllocation, BindingError> MemoryBinding::owner_of(const Recorded& recorded, std::size_t bytes,
+Expected<OwningAllocation, BindingError> MemoryBinding::owner_of(const RecordedAllocation& recorded, std::size_t bytes,
                                                                  std::size_t align) const {
   // Built in place, in the result: the metadata is written once, where the caller receives it.
   return Expected<OwningAllocation, BindingError>(tl::in_place, detail::BindingKey(), mechanism_,
@@ -38,8 +39,8 @@ Expected<OwningAllocation, BindingError> MemoryBinding::owner_of(const Recorded&
                                                   recorded.ptr, bytes, align);
 }
 
-Expected<MemoryBinding::Recorded, BindingError> MemoryBinding::allocate_recorded(std::size_t bytes,
-                                                                                 std::size_t align) const {
+Expected<MemoryBinding::RecordedAllocation, BindingError> MemoryBinding::allocate_recorded(std::size_t bytes,
+                                                                                           std::size_t align) const {
   auto operation = mechanism_->begin_active("allocating");
   if (!operation) return fail(operation.error());
   // No lock is held across the allocator: it may call back into the registry.
@@ -94,8 +95,8 @@ Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare
   return std::move(*prepared);
 }
 
-detail::Check MemoryBinding::take_live_record(const BindingIdentity& through, detail::Mechanism& mechanism,
-                                              const BoundAllocation& allocation) {
+detail::CheckResult MemoryBinding::take_live_record(const BindingIdentity& through, detail::Mechanism& mechanism,
+                                                    const BoundAllocation& allocation) {
   return mechanism.take_for_release(
       through, allocation.identity_, allocation.slot_,
       record_of(allocation.identity_.binding.id, allocation.ptr_, allocation.bytes_, allocation.align_));

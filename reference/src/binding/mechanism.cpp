@@ -17,7 +17,7 @@ BindingError Mechanism::inactive_error(MechanismLifecycle lifecycle, std::string
 }
 
 Expected<ActiveOperation, BindingError> Mechanism::begin_active(std::string_view operation) {
-  RecordShard& shard = live_.shard(RecordTable::home_shard());
+  RecordShard& shard = records_.shard(RecordTable::home_shard());
   MechanismLifecycle lifecycle{};
   {
     // Counted in the same step that checks the lifecycle, so a confirmation
@@ -34,10 +34,10 @@ Expected<ActiveOperation, BindingError> Mechanism::begin_active(std::string_view
   return fail(inactive_error(lifecycle, operation));
 }
 
-Expected<Mechanism::Recorded, BindingError> Mechanism::record(const AllocationRecord& record,
-                                                              ActiveOperation& operation) {
+Expected<Mechanism::RecordKey, BindingError> Mechanism::record(const AllocationRecord& record,
+                                                               ActiveOperation& operation) {
   const std::uint32_t home = RecordTable::home_shard();
-  RecordShard& shard = live_.shard(home);
+  RecordShard& shard = records_.shard(home);
   AllocationGeneration generation;
   std::optional<std::uint32_t> index;
   {
@@ -59,7 +59,7 @@ Expected<Mechanism::Recorded, BindingError> Mechanism::record(const AllocationRe
     return fail(BindingError::memory(MemoryError::allocation_failed(
         device_.tier, record.bytes, "the registry ran out of host memory recording the allocation")));
   }
-  return Recorded{generation, RecordSlot{home, *index}};
+  return RecordKey{generation, RecordSlot{home, *index}};
 }
 
 namespace {
@@ -71,13 +71,13 @@ bool matches(const AllocationRecord& record, const AllocationRecord& expected) {
 
 }  // namespace
 
-Check Mechanism::validate(const BindingIdentity& through, const AllocationIdentity& identity, RecordSlot slot,
-                          const AllocationRecord& expected, std::string_view operation) {
+CheckResult Mechanism::validate(const BindingIdentity& through, const AllocationIdentity& identity, RecordSlot slot,
+                                const AllocationRecord& expected, std::string_view operation) {
   // Another registry's allocation is foreign, not merely another binding's:
   // its ids may even collide with ours (BIND-001).
   if (identity.binding.id.issuer() != through.id.issuer()) return fail(BindingError::foreign_registry("allocation"));
   if (identity.binding.id != through.id) return fail(BindingError::binding_mismatch(through.id, identity.binding.id));
-  RecordShard& shard = live_.shard(slot.shard);
+  RecordShard& shard = records_.shard(slot.shard);
   MechanismLifecycle lifecycle{};
   bool live = false;
   {
@@ -94,15 +94,15 @@ Check Mechanism::validate(const BindingIdentity& through, const AllocationIdenti
   // Errors are built with no shard lock held (a device-lost error takes the mechanism lock).
   if (lifecycle != MechanismLifecycle::kActive) return fail(inactive_error(lifecycle, operation));
   if (!live) return fail(BindingError::stale_allocation(identity));
-  return Passed{};
+  return CheckPassed{};
 }
 
-Check Mechanism::take_for_release(const BindingIdentity& through, const AllocationIdentity& identity, RecordSlot slot,
-                                  const AllocationRecord& expected) {
+CheckResult Mechanism::take_for_release(const BindingIdentity& through, const AllocationIdentity& identity,
+                                        RecordSlot slot, const AllocationRecord& expected) {
   // As in validate(): a handle of another registry is refused as foreign (BIND-001).
   if (identity.binding.id.issuer() != through.id.issuer()) return fail(BindingError::foreign_registry("allocation"));
   if (identity.binding.id != through.id) return fail(BindingError::binding_mismatch(through.id, identity.binding.id));
-  RecordShard& shard = live_.shard(slot.shard);
+  RecordShard& shard = records_.shard(slot.shard);
   MechanismLifecycle lifecycle{};
   {
     // The lifecycle is read under the shard lock that the count is raised
@@ -117,7 +117,7 @@ Check Mechanism::take_for_release(const BindingIdentity& through, const Allocati
       // a second racer finds nothing and is told its metadata is stale.
       shard.erase(slot.index);
       ++shard.queued;
-      return Passed{};
+      return CheckPassed{};
     }
   }
   return fail(inactive_error(lifecycle, "preparing a release"));
@@ -125,7 +125,7 @@ Check Mechanism::take_for_release(const BindingIdentity& through, const Allocati
 
 Mechanism::ShardTotals Mechanism::shard_totals() {
   ShardTotals totals;
-  for (RecordShard& shard : live_.shards()) {
+  for (RecordShard& shard : records_.shards()) {
     const LockGuard shard_lock(shard.guard);
     totals.live += shard.live();
     totals.queued += shard.queued;
@@ -146,7 +146,7 @@ Mechanism::Gate Mechanism::release_gate() const noexcept {
 }
 
 void Mechanism::settle_released(RecordSlot slot) noexcept {
-  RecordShard& shard = live_.shard(slot.shard);
+  RecordShard& shard = records_.shard(slot.shard);
   const LockGuard lock(shard.guard);
   --shard.queued;
 }
@@ -211,7 +211,7 @@ void Mechanism::terminate() {
   transition([](MechanismLifecycle) { return true; }, MechanismLifecycle::kTerminated);
   // The context is gone, and with it every byte these records describe. The
   // lifecycle turned first, so a shard reader that finds a record still saw it live.
-  for (RecordShard& shard : live_.shards()) {
+  for (RecordShard& shard : records_.shards()) {
     const LockGuard shard_lock(shard.guard);
     shard.clear();
   }

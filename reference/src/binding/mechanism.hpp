@@ -40,7 +40,7 @@
 #include "ortmem/binding_error.hpp"
 #include "ortmem/binding_identity.hpp"
 #include "ortmem/detail/active_operation.hpp"
-#include "ortmem/detail/check.hpp"
+#include "ortmem/detail/check_result.hpp"
 #include "ortmem/detail/lock_guard.hpp"
 #include "ortmem/detail/mutex.hpp"
 #include "ortmem/detail/record_slot.hpp"
@@ -86,7 +86,7 @@ class Mechanism {
   // Opens an operation if the mechanism is active; `operation` names it in refusals.
   [[nodiscard]] Expected<ActiveOperation, BindingError> begin_active(std::string_view operation);
   // A new live record: the generation that names it and where it is.
-  struct Recorded {
+  struct RecordKey {
     AllocationGeneration generation;
     RecordSlot slot;
   };
@@ -94,15 +94,15 @@ class Mechanism {
   // Once recorded, `operation` (the allocation's, opened on this thread)
   // finishes in the same step, so the allocation counts as live or as active
   // throughout.
-  [[nodiscard]] Expected<Recorded, BindingError> record(const AllocationRecord& record, ActiveOperation& operation);
+  [[nodiscard]] Expected<RecordKey, BindingError> record(const AllocationRecord& record, ActiveOperation& operation);
   // Checks that metadata still names its live record (mechanism active).
-  [[nodiscard]] Check validate(const BindingIdentity& through, const AllocationIdentity& identity, RecordSlot slot,
-                               const AllocationRecord& expected, std::string_view operation);
+  [[nodiscard]] CheckResult validate(const BindingIdentity& through, const AllocationIdentity& identity,
+                                     RecordSlot slot, const AllocationRecord& expected, std::string_view operation);
   // Removes the live record exactly once and counts a queued release, which
   // is also an active operation until it settles; refused (nothing changed)
   // unless active or retired and the record matches.
-  [[nodiscard]] Check take_for_release(const BindingIdentity& through, const AllocationIdentity& identity,
-                                       RecordSlot slot, const AllocationRecord& expected);
+  [[nodiscard]] CheckResult take_for_release(const BindingIdentity& through, const AllocationIdentity& identity,
+                                             RecordSlot slot, const AllocationRecord& expected);
   [[nodiscard]] Gate release_gate() const noexcept;
   // Each settles one queued release; `slot` is where its record was taken from.
   void settle_released(RecordSlot slot) noexcept;
@@ -157,7 +157,7 @@ class Mechanism {
   // recording): from then on releases settle as state-poisoned. Sticky, so
   // it is read without the lock.
   std::atomic<bool> poisoned_{false};
-  RecordTable live_;
+  RecordTable records_;
 
   Mutex mutex_;
   // Set before the lifecycle turns device-lost, under this lock.

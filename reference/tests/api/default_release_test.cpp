@@ -10,7 +10,7 @@
 namespace ortmem {
 namespace {
 
-using testing::covers;
+using test_support::covers;
 
 // Test double: an allocator that implements only the three required methods,
 // the way a pre-structured-release allocator does.

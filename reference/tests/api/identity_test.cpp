@@ -12,7 +12,7 @@
 namespace ortmem {
 namespace {
 
-using testing::covers;
+using test_support::covers;
 
 // Runs `issue(thread, mine)` on four threads at once and gathers every serial
 // they were handed, repeats included.

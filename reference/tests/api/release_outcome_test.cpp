@@ -8,7 +8,7 @@
 namespace ortmem {
 namespace {
 
-using testing::covers;
+using test_support::covers;
 using State = AllocationReleaseState;
 
 struct Predicates {

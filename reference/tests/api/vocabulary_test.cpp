@@ -8,7 +8,7 @@
 namespace ortmem {
 namespace {
 
-using testing::covers;
+using test_support::covers;
 
 bool mentions(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

@@ -17,12 +17,12 @@
 namespace ortmem {
 namespace {
 
-using testing::BindingTest;
-using testing::CapabilityAllocator;
-using testing::Counts;
-using testing::covers;
-using testing::has_counts;
-using testing::is_kind;
+using test_support::BindingTest;
+using test_support::CapabilityAllocator;
+using test_support::Counts;
+using test_support::covers;
+using test_support::has_counts;
+using test_support::is_kind;
 using Kind = BindingError::Kind;
 
 class BindingUseTest : public BindingTest {
@@ -148,9 +148,9 @@ TEST_F(BindingUseTest, AViewExposesItsPointerOnlyWhenBindingGenerationAddressSiz
     EXPECT_TRUE(is_kind(result.error(), Kind::kStaleAllocation)) << what;
   };
   // Same binding and generation, but the view lies about the live record.
-  expect_stale(testing::forge::with_ptr(*view, neighbour->data()), "another address");
-  expect_stale(testing::forge::with_size(*view, 512), "another size");
-  expect_stale(testing::forge::with_alignment(*view, 16), "another alignment");
+  expect_stale(test_support::forge::with_ptr(*view, neighbour->data()), "another address");
+  expect_stale(test_support::forge::with_size(*view, 512), "another size");
+  expect_stale(test_support::forge::with_alignment(*view, 16), "another alignment");
   EXPECT_EQ(calls, 0);
 
   auto exposed = binding.with_view(*view, [&](ValidatedMemoryView validated) {
@@ -177,7 +177,7 @@ TEST_F(BindingUseTest, WithViewRunsItsCallbackWithNoLockHeld) {
   auto view = allocation->view(0, 128);
   ASSERT_TRUE(view);
   bool ran = false;
-  testing::within(testing::kDeadlockLimit, "re-entering the registry from a with_view callback", [&] {
+  test_support::within(test_support::kDeadlockLimit, "re-entering the registry from a with_view callback", [&] {
     auto result = binding.with_view(*view, [&](ValidatedMemoryView) {
       ran = true;
       // Registry lock: registration, selection and binding.
@@ -288,7 +288,8 @@ TEST_F(BindingUseTest, BoundCapabilitiesRevalidateBindingAndGenerationOnEveryCal
   // Metadata that lies about its size is refused as well.
   auto second = binding.allocate(8192, 64);
   ASSERT_TRUE(second);
-  EXPECT_TRUE(is_kind(vb->commit(testing::forge::with_size(*second, 4096), 0, 4096).error(), Kind::kStaleAllocation));
+  EXPECT_TRUE(
+      is_kind(vb->commit(test_support::forge::with_size(*second, 4096), 0, 4096).error(), Kind::kStaleAllocation));
   EXPECT_EQ(capability_->capability_calls(), after_release + 1) << "only create_shared_prefix may have run";
 
   // A capability handle obtained before the device was lost re-checks as well.

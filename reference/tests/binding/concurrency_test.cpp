@@ -26,12 +26,12 @@
 namespace ortmem {
 namespace {
 
-using testing::BindingTest;
-using testing::CountingAllocator;
-using testing::Counts;
-using testing::covers;
-using testing::has_counts;
-using testing::is_kind;
+using test_support::BindingTest;
+using test_support::CountingAllocator;
+using test_support::Counts;
+using test_support::covers;
+using test_support::has_counts;
+using test_support::is_kind;
 using Kind = BindingError::Kind;
 
 using ConcurrencyTest = BindingTest;

@@ -25,11 +25,11 @@ namespace {
 using mechanism::FencedDeferredQueue;
 using mechanism::ProviderContext;
 using mechanism::HostStream;
-using testing::BindingTest;
-using testing::Counts;
-using testing::covers;
-using testing::has_counts;
-using testing::is_kind;
+using test_support::BindingTest;
+using test_support::Counts;
+using test_support::covers;
+using test_support::has_counts;
+using test_support::is_kind;
 using Kind = BindingError::Kind;
 using Rejection = DeferredEnqueueRejection;
 using State = AllocationReleaseState;
@@ -54,7 +54,7 @@ class DeferredQueueTest : public BindingTest {
   }
   PreparedAllocationRelease prepared(std::size_t bytes = 64) { return *owner(bytes).prepare_release(); }
 
-  testing::Registered m_;
+  test_support::Registered m_;
   std::optional<MemoryBinding> binding_;
   std::shared_ptr<mechanism::ProviderContext> context_;
   std::shared_ptr<mechanism::HostStream> stream_;
@@ -136,7 +136,7 @@ TEST_F(DeferredQueueTest, PollersRacingEachOtherKeepTheOrderAndRunEachRequestOnc
 
 TEST_F(DeferredQueueTest, EnqueueIsCalledWithNoRegistryOrMechanismLockHeld) {
   covers("DQ-003");
-  testing::RecordingQueue queue(*queue_);
+  test_support::RecordingQueue queue(*queue_);
   bool ran = false;
   queue.on_next_enqueue([&](const PreparedAllocationRelease& request) {
     ran = true;
@@ -150,7 +150,7 @@ TEST_F(DeferredQueueTest, EnqueueIsCalledWithNoRegistryOrMechanismLockHeld) {
     EXPECT_TRUE(std::move(*nested).release_now());
     EXPECT_EQ(request.state(), State::kQueued);
   });
-  testing::within(testing::kDeadlockLimit, "re-entering the registry from enqueue", [&] {
+  test_support::within(test_support::kDeadlockLimit, "re-entering the registry from enqueue", [&] {
     auto queued = owner().release_deferred(queue);
     EXPECT_TRUE(queued && queued->is_queued());
   });
@@ -162,7 +162,7 @@ TEST_F(DeferredQueueTest, EnqueueIsCalledWithNoRegistryOrMechanismLockHeld) {
 TEST_F(DeferredQueueTest, EnqueueNeverWaitsForTheDevice) {
   covers("DQ-004");
   for (int i = 0; i < 3; ++i) (void)stream_->submit();  // never completed during this test
-  testing::within(testing::kDeadlockLimit, "enqueue while the stream never completes", [&] {
+  test_support::within(test_support::kDeadlockLimit, "enqueue while the stream never completes", [&] {
     for (int i = 0; i < 4; ++i) EXPECT_TRUE(owner().release_deferred(*queue_));
   });
   EXPECT_EQ(stream_->completed(), 0U);
@@ -357,7 +357,7 @@ TEST_F(DeferredQueueTest, PendingIsExactAndABoundedQueueStopsAtItsCapacity) {
 
 TEST_F(DeferredQueueTest, MarkDeviceLostSettlesPendingRequestsWithoutTheAllocatorAndPinsLastUntilSettled) {
   covers("DQ-012", "DQ-013");
-  auto source = std::make_shared<testing::ObservingPinSource>(m_.context.identity);
+  auto source = std::make_shared<test_support::ObservingPinSource>(m_.context.identity);
   mechanism::FencedDeferredQueue queue(source, stream_);
   (void)stream_->submit();
   ASSERT_TRUE(owner(10).release_deferred(queue));
@@ -438,7 +438,7 @@ TEST_F(DeferredQueueTest, TheQueueRefusesNewWorkOnceItsContextIsRetiring) {
 
 TEST_F(DeferredQueueTest, ARefusedPinLeavesTheOwnerLiveAndSaysWhatToDo) {
   covers("DQ-015", "DQ-016");
-  testing::RecordingQueue queue(*queue_);
+  test_support::RecordingQueue queue(*queue_);
   auto created = owner(64);
   const AllocationIdentity identity = created.identity();
   context_->begin_retirement();

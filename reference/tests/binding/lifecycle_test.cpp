@@ -20,13 +20,13 @@
 namespace ortmem {
 namespace {
 
-using testing::BindingTest;
-using testing::CapabilityAllocator;
-using testing::CountingAllocator;
-using testing::Counts;
-using testing::covers;
-using testing::has_counts;
-using testing::is_kind;
+using test_support::BindingTest;
+using test_support::CapabilityAllocator;
+using test_support::CountingAllocator;
+using test_support::Counts;
+using test_support::covers;
+using test_support::has_counts;
+using test_support::is_kind;
 using Kind = BindingError::Kind;
 using Lifecycle = MechanismLifecycle;
 
@@ -240,10 +240,10 @@ TEST_F(LifecycleTest, InvalidateDeviceCallsNoProviderAndFreesNothing) {
   auto capable_owner = registry_.bind_registered(capable)->allocate_owning(4096, 64);
   auto live = binding.allocate_owning(64, 8);
   ASSERT_TRUE(capable_owner && live);
-  auto source = std::make_shared<testing::ObservingPinSource>(m.context.identity);
+  auto source = std::make_shared<test_support::ObservingPinSource>(m.context.identity);
   auto stream = std::make_shared<mechanism::HostStream>();
   mechanism::FencedDeferredQueue inner(source, stream);
-  testing::RecordingQueue queue(inner);
+  test_support::RecordingQueue queue(inner);
   (void)stream->submit();
   ASSERT_TRUE(std::move(*binding.allocate_owning(32, 8)).release_deferred(queue));
 
@@ -344,8 +344,8 @@ TEST_F(LifecycleTest, RemoveIsRefusedWhileLiveAllocationsQueuedReleasesOrCallbac
     auto removed = registry_.remove(second.mechanism);
     if (!removed) during_callback = removed.error();
   });
-  testing::within(testing::kDeadlockLimit, "remove from inside an allocator callback",
-                  [&] { (void)bind(second).allocate(8, 8); });
+  test_support::within(test_support::kDeadlockLimit, "remove from inside an allocator callback",
+                       [&] { (void)bind(second).allocate(8, 8); });
   ASSERT_TRUE(during_callback) << "removed while an allocator callback was running";
   EXPECT_TRUE(is_kind(*during_callback, Kind::kInactiveMechanism));
 

@@ -20,10 +20,10 @@
 namespace ortmem {
 namespace {
 
-using testing::CapabilityAllocator;
-using testing::CountingAllocator;
-using testing::covers;
-using testing::is_kind;
+using test_support::CapabilityAllocator;
+using test_support::CountingAllocator;
+using test_support::covers;
+using test_support::is_kind;
 using Kind = BindingError::Kind;
 
 // A provider resource (context or authority) that logs its own destruction.

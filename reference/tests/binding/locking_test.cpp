@@ -1,6 +1,6 @@
 // Locking and re-entrancy: callbacks run with no lock held and count as active operations.
 //
-// Every re-entrant call below runs under testing::within(), so a lock held
+// Every re-entrant call below runs under test_support::within(), so a lock held
 // across a callback shows up as a prompt "DEADLOCK" abort rather than a hang.
 #include "ortmem/registry.hpp"
 
@@ -24,14 +24,14 @@
 namespace ortmem {
 namespace {
 
-using testing::BindingTest;
-using testing::CapabilityAllocator;
-using testing::Counts;
-using testing::covers;
-using testing::has_counts;
-using testing::is_kind;
-using testing::kDeadlockLimit;
-using testing::within;
+using test_support::BindingTest;
+using test_support::CapabilityAllocator;
+using test_support::Counts;
+using test_support::covers;
+using test_support::has_counts;
+using test_support::is_kind;
+using test_support::kDeadlockLimit;
+using test_support::within;
 using Kind = BindingError::Kind;
 
 using LockingTest = BindingTest;

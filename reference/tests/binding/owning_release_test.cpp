@@ -23,12 +23,12 @@
 namespace ortmem {
 namespace {
 
-using testing::BindingTest;
-using testing::CountingAllocator;
-using testing::Counts;
-using testing::covers;
-using testing::has_counts;
-using testing::is_kind;
+using test_support::BindingTest;
+using test_support::CountingAllocator;
+using test_support::Counts;
+using test_support::covers;
+using test_support::has_counts;
+using test_support::is_kind;
 using Kind = BindingError::Kind;
 using State = AllocationReleaseState;
 using Reason = QuarantineReason::Kind;
@@ -193,7 +193,7 @@ TEST_F(OwningReleaseTest, DroppingAnEnqueueErrorQuarantinesItsRequestAsAbandoned
   const auto binding = bind(m);
   auto context = std::make_shared<mechanism::ProviderContext>(m.context.identity);
   mechanism::FencedDeferredQueue inner(context, std::make_shared<mechanism::HostStream>());
-  testing::RecordingQueue queue(inner);
+  test_support::RecordingQueue queue(inner);
   inner.close();
 
   auto owner = binding.allocate_owning(72, 8);
@@ -226,7 +226,7 @@ TEST_F(OwningReleaseTest, DestructorsNeitherCallAWedgedAllocatorNorWait) {
   const auto binding = bind(m);
   auto context = std::make_shared<mechanism::ProviderContext>(m.context.identity);
   mechanism::FencedDeferredQueue inner(context, std::make_shared<mechanism::HostStream>(), {.capacity = 0});
-  testing::RecordingQueue queue(inner);
+  test_support::RecordingQueue queue(inner);
   auto owner = binding.allocate_owning(16, 8);
   auto for_request = binding.allocate_owning(16, 8);
   auto for_error = binding.allocate_owning(16, 8);
@@ -242,11 +242,12 @@ TEST_F(OwningReleaseTest, DestructorsNeitherCallAWedgedAllocatorNorWait) {
   auto blocked = never.get_future().share();
   m.allocator->on_next_release([blocked] { blocked.wait(); });
   const std::size_t enqueues = queue.enqueue_calls();
-  testing::within(testing::kDeadlockLimit, "destroying an owner, a prepared request and an enqueue error", [&] {
-    { auto drop = std::move(*owner); }
-    { auto drop = std::move(*request); }
-    { auto drop = std::move(refused.error()); }
-  });
+  test_support::within(test_support::kDeadlockLimit, "destroying an owner, a prepared request and an enqueue error",
+                       [&] {
+                         { auto drop = std::move(*owner); }
+                         { auto drop = std::move(*request); }
+                         { auto drop = std::move(refused.error()); }
+                       });
   EXPECT_EQ(m.allocator->release_calls() + m.allocator->deallocate_calls(), 0U);
   EXPECT_EQ(queue.enqueue_calls(), enqueues);
   EXPECT_EQ(inner.pending(), 0U);
@@ -569,10 +570,10 @@ TEST_F(OwningReleaseTest, APoisonedGateQuarantinesAsStatePoisonedWithoutCallingT
   auto prepared = std::move(*first).prepare_release();
   ASSERT_TRUE(prepared);
   // Recording the quarantine runs out of host memory: the mechanism's bookkeeping is poisoned.
-  testing::fail_next_allocations_on_this_thread(1);
+  test_support::fail_next_allocations_on_this_thread(1);
   const auto abandoned = std::move(*prepared).quarantine(QuarantineReason::of(Reason::kAbandonedRequest));
-  const int unconsumed = testing::unconsumed_allocation_failures();
-  testing::fail_next_allocations_on_this_thread(0);
+  const int unconsumed = test_support::unconsumed_allocation_failures();
+  test_support::fail_next_allocations_on_this_thread(0);
   ASSERT_EQ(unconsumed, 0) << "the injected allocation failure was never reached";
   EXPECT_TRUE(abandoned.is_quarantined());
   EXPECT_EQ(snapshot(m).quarantined_allocations, 1U) << "the counts must still say ownership is retained";
@@ -755,8 +756,8 @@ TEST_F(OwningReleaseTest, AReleaseWhoseSizeOrAlignmentDiffersFromTheRecordChange
   ASSERT_TRUE(allocation);
   const auto before = snapshot(m);
   for (const BoundAllocation& forged :
-       {testing::forge::with_size(*allocation, 32), testing::forge::with_size(*allocation, 128),
-        testing::forge::with_alignment(*allocation, 8), testing::forge::with_alignment(*allocation, 64)}) {
+       {test_support::forge::with_size(*allocation, 32), test_support::forge::with_size(*allocation, 128),
+        test_support::forge::with_alignment(*allocation, 8), test_support::forge::with_alignment(*allocation, 64)}) {
     auto released = binding.release(forged);
     ASSERT_FALSE(released);
     EXPECT_FALSE(released.error().is_quarantined());

@@ -18,13 +18,13 @@
 namespace ortmem {
 namespace {
 
-using testing::BindingTest;
-using testing::CountingAllocator;
-using testing::Counts;
-using testing::covers;
-using testing::has_counts;
-using testing::is_kind;
-using testing::RecyclingAllocator;
+using test_support::BindingTest;
+using test_support::CountingAllocator;
+using test_support::Counts;
+using test_support::covers;
+using test_support::has_counts;
+using test_support::is_kind;
+using test_support::RecyclingAllocator;
 using Kind = BindingError::Kind;
 
 using RegistryTest = BindingTest;
@@ -348,7 +348,7 @@ TEST_F(RegistryTest, SnapshotsNeverCallTheProviderEvenWhileItIsWedged) {
   entered.get_future().wait();
 
   const std::size_t calls = m.allocator->total_calls();
-  testing::within(testing::kDeadlockLimit, "snapshot while the allocator is wedged", [&] {
+  test_support::within(test_support::kDeadlockLimit, "snapshot while the allocator is wedged", [&] {
     for (int i = 0; i < 10; ++i) {
       EXPECT_TRUE(registry_.snapshot(m.mechanism));
       EXPECT_EQ(registry_.snapshots().size(), 1U);

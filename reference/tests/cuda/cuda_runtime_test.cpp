@@ -13,7 +13,7 @@
 namespace ortmem::cuda {
 namespace {
 
-using ortmem::testing::covers;
+using ortmem::test_support::covers;
 using State = AllocationReleaseState;
 using Reason = QuarantineReason::Kind;
 

@@ -16,7 +16,7 @@
 namespace ortmem::cuda {
 namespace {
 
-using ortmem::testing::covers;
+using ortmem::test_support::covers;
 using testing::SimulatedVmmDriver;
 
 constexpr std::size_t kGranule = std::size_t{64} << 10;

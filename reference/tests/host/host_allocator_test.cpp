@@ -15,7 +15,7 @@
 namespace ortmem::host {
 namespace {
 
-using testing::covers;
+using test_support::covers;
 
 std::uintptr_t address_of(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr); }
 

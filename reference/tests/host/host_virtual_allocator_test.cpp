@@ -18,7 +18,7 @@
 namespace ortmem::host {
 namespace {
 
-using testing::covers;
+using test_support::covers;
 
 std::shared_ptr<HostVirtualAllocator> make(std::size_t granularity = 0,
                                            std::shared_ptr<SyscallFaults> faults = nullptr) {

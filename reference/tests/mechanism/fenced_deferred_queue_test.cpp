@@ -23,10 +23,10 @@
 namespace ortmem::mechanism {
 namespace {
 
-using ortmem::testing::BindingTest;
-using ortmem::testing::Counts;
-using ortmem::testing::covers;
-using ortmem::testing::has_counts;
+using ortmem::test_support::BindingTest;
+using ortmem::test_support::Counts;
+using ortmem::test_support::covers;
+using ortmem::test_support::has_counts;
 using State = AllocationReleaseState;
 
 class FencedDeferredQueueTest : public BindingTest {
@@ -43,7 +43,7 @@ class FencedDeferredQueueTest : public BindingTest {
     return std::move(*created);
   }
 
-  ortmem::testing::Registered m_;
+  ortmem::test_support::Registered m_;
   std::optional<MemoryBinding> binding_;
   std::shared_ptr<ProviderContext> context_;
   std::shared_ptr<HostStream> stream_ = std::make_shared<HostStream>();

@@ -17,7 +17,7 @@ namespace ortmem::mechanism {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::covers;
+using test_support::covers;
 using State = ProviderContext::State;
 
 class ProviderContextTest : public ::testing::Test {

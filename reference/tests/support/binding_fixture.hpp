@@ -23,7 +23,7 @@
 #include "ortmem/registry.hpp"
 #include "support/counting_allocator.hpp"
 
-namespace ortmem::testing {
+namespace ortmem::test_support {
 
 // Runs `fn` on another thread; if it has not returned within `limit` the test
 // process aborts naming `what`. Used around every call that would deadlock if
@@ -113,4 +113,4 @@ class BindingTest : public ::testing::Test {
   BindingRegistry registry_ = *BindingRegistry::create();
 };
 
-}  // namespace ortmem::testing
+}  // namespace ortmem::test_support

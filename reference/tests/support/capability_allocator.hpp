@@ -24,7 +24,7 @@
 #include "ortmem/capability.hpp"
 #include "ortmem/host/host_allocator.hpp"
 
-namespace ortmem::testing {
+namespace ortmem::test_support {
 
 class CapabilityAllocator final : public DeviceAllocator, public VirtualBacking, public SharedMapping {
  public:
@@ -199,4 +199,4 @@ class CapabilityAllocator final : public DeviceAllocator, public VirtualBacking,
   mutable std::atomic<std::size_t> capability_calls_{0};
 };
 
-}  // namespace ortmem::testing
+}  // namespace ortmem::test_support

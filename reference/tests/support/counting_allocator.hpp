@@ -28,7 +28,7 @@
 #include "ortmem/allocator.hpp"
 #include "ortmem/host/host_allocator.hpp"
 
-namespace ortmem::testing {
+namespace ortmem::test_support {
 
 class CountingAllocator final : public DeviceAllocator {
  public:
@@ -214,4 +214,4 @@ class RecyclingAllocator final : public DeviceAllocator {
   alignas(kSlotBytes) std::array<std::array<unsigned char, kSlotBytes>, kSlots> storage_{};
 };
 
-}  // namespace ortmem::testing
+}  // namespace ortmem::test_support

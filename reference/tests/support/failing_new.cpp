@@ -13,12 +13,12 @@ namespace {
 thread_local int armed_failures = 0;
 }  // namespace
 
-namespace ortmem::testing {
+namespace ortmem::test_support {
 
 void fail_next_allocations_on_this_thread(int count) noexcept { armed_failures = count; }
 int unconsumed_allocation_failures() noexcept { return armed_failures; }
 
-}  // namespace ortmem::testing
+}  // namespace ortmem::test_support
 
 void* operator new(std::size_t size) {
   if (armed_failures > 0) {

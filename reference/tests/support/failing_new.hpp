@@ -8,11 +8,11 @@
 // gate) deterministically.
 #pragma once
 
-namespace ortmem::testing {
+namespace ortmem::test_support {
 
 // The next `count` operator-new calls on this thread throw std::bad_alloc.
 void fail_next_allocations_on_this_thread(int count) noexcept;
 // How many armed failures this thread has not consumed yet.
 [[nodiscard]] int unconsumed_allocation_failures() noexcept;
 
-}  // namespace ortmem::testing
+}  // namespace ortmem::test_support

@@ -17,7 +17,7 @@
 
 #include "ortmem/binding.hpp"
 
-namespace ortmem::testing::forge {
+namespace ortmem::test_support::forge {
 
 template <class Tag, typename Tag::type Member>
 struct Grant {
@@ -66,4 +66,4 @@ inline BoundMemoryView with_alignment(BoundMemoryView view, std::size_t align) {
   return view;
 }
 
-}  // namespace ortmem::testing::forge
+}  // namespace ortmem::test_support::forge

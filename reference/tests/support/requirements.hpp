@@ -10,7 +10,7 @@
 
 #include <string>
 
-namespace ortmem::testing {
+namespace ortmem::test_support {
 
 template <class... Ids>
 void covers(const char* first, Ids... rest) {
@@ -19,4 +19,4 @@ void covers(const char* first, Ids... rest) {
   ::testing::Test::RecordProperty("requirements", joined);
 }
 
-}  // namespace ortmem::testing
+}  // namespace ortmem::test_support

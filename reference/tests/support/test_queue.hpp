@@ -19,7 +19,7 @@
 #include "ortmem/context_pin.hpp"
 #include "ortmem/deferred.hpp"
 
-namespace ortmem::testing {
+namespace ortmem::test_support {
 
 class ObservingPinSource final : public ProviderContextPinSource, public PinAnchor {
  public:
@@ -103,4 +103,4 @@ class RecordingQueue final : public DeferredReleaseQueue {
   std::atomic<std::size_t> enqueue_calls_{0};
 };
 
-}  // namespace ortmem::testing
+}  // namespace ortmem::test_support

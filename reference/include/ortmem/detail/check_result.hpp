@@ -1,4 +1,5 @@
-// ortmem/detail/check.hpp (internal): the result of a check on a hot path.
+// ortmem/detail/check_result.hpp (internal): what a check on a hot path
+// returns: CheckPassed, or the BindingError that refuses.
 //
 // Not Expected<void, BindingError>: for a void value tl::expected
 // value-initialises its storage, which zeroes the whole (large) BindingError
@@ -10,7 +11,7 @@
 
 namespace ortmem::detail {
 
-struct Passed {};
-using Check = Expected<Passed, BindingError>;
+struct CheckPassed {};
+using CheckResult = Expected<CheckPassed, BindingError>;
 
 }  // namespace ortmem::detail

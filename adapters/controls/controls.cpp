@@ -820,8 +820,8 @@ class SingleCapabilityAdapter final : public RenamedHostAdapter {
     return info;
   }
   std::shared_ptr<DeviceAllocator> make_allocator() override {
-    // Page granularity, chosen here, cannot be refused.
-    return std::make_shared<Allocator>(*host::HostVirtualAllocator::create({.granularity = 0, .faults = plan_}));
+    return std::make_shared<Allocator>(
+        scoped_to_context(*host::HostVirtualAllocator::create({.granularity = 0, .faults = plan_})));
   }
   cts::FaultInjection* faults() override { return &faults_; }
 

@@ -36,7 +36,9 @@ cts::AdapterInfo HostAdapter::info() const {
   };
 }
 
-std::shared_ptr<DeviceAllocator> HostAdapter::make_allocator() { return std::make_shared<host::HostAllocator>(); }
+std::shared_ptr<DeviceAllocator> HostAdapter::make_allocator() {
+  return scoped_to_context(std::make_shared<host::HostAllocator>());
+}
 
 std::unique_ptr<cts::ContextUnderTest> HostAdapter::make_context(ProviderContextIdentity identity,
                                                                  cts::ContextOptions options) {

@@ -15,6 +15,21 @@
 
 namespace ortmem::adapters {
 
+// `allocator`, handed to the kit as the memory of one provider context: when
+// the last holder lets go, reclaim_all_after_context_destroyed() frees what is
+// still live, quarantined allocations included, as destroying the context
+// would. The host allocators' destructors reclaim nothing (the contract), so
+// without this every test would keep its quarantined memory for the life of
+// the process, and a long certification would run out of address space.
+template <class HostMemoryAllocator>
+std::shared_ptr<HostMemoryAllocator> scoped_to_context(std::shared_ptr<HostMemoryAllocator> allocator) {
+  HostMemoryAllocator* raw = allocator.get();
+  return {raw, [owner = std::move(allocator)](HostMemoryAllocator* held) mutable {
+            (void)held->reclaim_all_after_context_destroyed();
+            owner.reset();
+          }};
+}
+
 class HostContextUnderTest : public cts::ContextUnderTest {
  public:
   HostContextUnderTest(ProviderContextIdentity identity, cts::ContextOptions options);

@@ -47,7 +47,7 @@ class HostVmmAdapter final : public HostAdapter {
   }
   std::shared_ptr<DeviceAllocator> make_allocator() override {
     // A granularity this adapter chose itself cannot be refused.
-    return *host::HostVirtualAllocator::create({.granularity = granularity_, .faults = plan_});
+    return scoped_to_context(*host::HostVirtualAllocator::create({.granularity = granularity_, .faults = plan_}));
   }
   cts::FaultInjection* faults() override { return &faults_; }
 

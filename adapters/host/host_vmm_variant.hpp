@@ -31,7 +31,8 @@ class VmmVariant final : public RenamedHostAdapter {
     return info;
   }
   std::shared_ptr<DeviceAllocator> make_allocator() override {
-    return std::make_shared<Allocator>(*host::HostVirtualAllocator::create({.granularity = 0, .faults = plan_}), plan_);
+    return std::make_shared<Allocator>(
+        scoped_to_context(*host::HostVirtualAllocator::create({.granularity = 0, .faults = plan_})), plan_);
   }
   cts::FaultInjection* faults() override { return &faults_; }
 

@@ -49,6 +49,21 @@ HostAllocator::~HostAllocator() {
   }
 }
 
+std::size_t HostAllocator::reclaim_all_after_context_destroyed() noexcept {
+  std::size_t reclaimed = 0;
+  for (Shard& shard : shards_) {
+    std::unordered_map<std::uintptr_t, LiveRecord> live;
+    {
+      const std::lock_guard lock(shard.mutex);
+      live.swap(shard.live);
+      shard.live_bytes = 0;
+    }
+    for (const auto& [address, record] : live) raw_free(reinterpret_cast<void*>(address), record.align);
+    reclaimed += live.size();
+  }
+  return reclaimed;
+}
+
 template <class Count>
 std::uint64_t HostAllocator::sum_over_shards(Count count) const noexcept {
   std::uint64_t total = 0;

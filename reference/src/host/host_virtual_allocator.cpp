@@ -128,6 +128,20 @@ HostVirtualAllocator::HostVirtualAllocator(std::size_t granularity, std::shared_
 // their file alive through the mapping itself.
 HostVirtualAllocator::~HostVirtualAllocator() = default;
 
+std::size_t HostVirtualAllocator::reclaim_all_after_context_destroyed() noexcept {
+  std::map<std::uintptr_t, std::unique_ptr<Region>> reclaimed;
+  {
+    const std::lock_guard lock(mutex_);
+    reclaimed.swap(regions_);
+  }
+  // Unmapping a whole region drops its prefix mappings with it; destroying
+  // the records then ends this allocator's hold on each prefix's memory.
+  for (const auto& [address, region] : reclaimed) {
+    ::munmap(reinterpret_cast<void*>(address), region->granules.size() * granularity_);
+  }
+  return reclaimed.size();
+}
+
 std::size_t HostVirtualAllocator::live_allocations() const noexcept {
   const std::lock_guard lock(mutex_);
   std::size_t live = 0;

@@ -57,6 +57,18 @@ TEST(HostAllocator, DestroyingItReissuesNothingItStillHeld) {
   EXPECT_TRUE(std::all_of(bytes, bytes + 48, [](unsigned char b) { return b == 0x5a; }));
 }
 
+TEST(HostAllocator, ReclaimingAfterItsContextIsDestroyedFreesEveryLiveBlockOnce) {
+  HostAllocator allocator;
+  for (const std::size_t align : {std::size_t{8}, std::size_t{64}, std::size_t{4096}}) {
+    ASSERT_TRUE(allocator.allocate(100, align));
+  }
+  // Under ASan a second free, or a free that does not match the allocation's alignment, fails here.
+  EXPECT_EQ(allocator.reclaim_all_after_context_destroyed(), 3U);
+  EXPECT_EQ(allocator.live_allocations(), 0U);
+  EXPECT_EQ(allocator.live_bytes(), 0U);
+  EXPECT_EQ(allocator.reclaim_all_after_context_destroyed(), 0U);
+}
+
 TEST(HostAllocator, ZeroByteAllocationsAreDistinctAndReleasable) {
   covers("ALLOC-007");
   HostAllocator allocator;

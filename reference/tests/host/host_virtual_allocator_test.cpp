@@ -56,6 +56,24 @@ TEST(HostVirtualAllocator, DestroyingItUnmapsNothingItStillHeld) {
   EXPECT_TRUE(std::all_of(bytes, bytes + 3 * page, [](unsigned char b) { return b == 0x5a; }));
 }
 
+TEST(HostVirtualAllocator, ReclaimingAfterItsContextIsDestroyedUnmapsEveryRegionStillReserved) {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  auto allocator = make();
+  std::vector<void*> held;
+  for (const std::size_t pages : {1, 3}) {
+    auto ptr = allocator->allocate(pages * page, page);
+    ASSERT_TRUE(ptr) << ptr.error().message();
+    held.push_back(*ptr);
+  }
+  EXPECT_EQ(allocator->reclaim_all_after_context_destroyed(), 2U);
+  EXPECT_EQ(allocator->live_allocations(), 0U);
+  for (void* ptr : held) {
+    EXPECT_EQ(::msync(ptr, page, MS_ASYNC), -1) << "a region outlived its context's reclaim";
+    EXPECT_EQ(errno, ENOMEM);
+  }
+  EXPECT_EQ(allocator->reclaim_all_after_context_destroyed(), 0U) << "a region was reclaimed twice";
+}
+
 TEST(HostVirtualAllocator, TwoMegabyteGranulesRoundCommitsAndReleases) {
   covers("VB-001", "VB-004");
   auto allocator = make(std::size_t{2} << 20);

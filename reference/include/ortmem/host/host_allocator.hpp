@@ -46,6 +46,12 @@ class HostAllocator final : public DeviceAllocator {
   [[nodiscard]] std::size_t live_allocations() const noexcept;
   [[nodiscard]] std::uint64_t live_bytes() const noexcept;
 
+  // Frees every block still live, quarantined ones included, and returns how
+  // many: what destroying the memory's provider context does. The host has no
+  // such context, so whoever plays it calls this once nothing can use the
+  // memory any more; the destructor never does.
+  std::size_t reclaim_all_after_context_destroyed() noexcept;
+
  private:
   struct LiveRecord {
     std::size_t bytes;

@@ -55,7 +55,7 @@ class HostVirtualAllocator final : public DeviceAllocator, public VirtualBacking
   // Refuses a granularity that is not a power-of-two multiple of the page size.
   [[nodiscard]] static Expected<std::shared_ptr<HostVirtualAllocator>, MemoryError> create(Options options);
   // Unmaps nothing: a region still reserved may be quarantined, and its
-  // addresses must never be reissued.
+  // addresses must never be reissued (see reclaim_all_after_context_destroyed).
   ~HostVirtualAllocator() override;
   HostVirtualAllocator(const HostVirtualAllocator&) = delete;
   HostVirtualAllocator& operator=(const HostVirtualAllocator&) = delete;
@@ -92,6 +92,14 @@ class HostVirtualAllocator final : public DeviceAllocator, public VirtualBacking
   [[nodiscard]] Expected<SharedPrefixCommitInfo, MemoryError> commit_shared_prefix(
       const SharedDevicePrefix& prefix, void* ptr, std::size_t allocation_bytes,
       std::size_t byte_offset) noexcept override;
+
+  // Unmaps every region still reserved, live or quarantined, and returns how
+  // many: what destroying the memory's provider context does (as destroying a
+  // CUDA context reclaims every allocation made in it). The host has no such
+  // context, so whoever plays it calls this once nothing can use the memory
+  // any more (the conformance adapters do when the kit lets go of the
+  // allocator). The destructor never does: it cannot know that moment.
+  std::size_t reclaim_all_after_context_destroyed() noexcept;
 
   [[nodiscard]] std::size_t granularity() const noexcept { return granularity_; }
   [[nodiscard]] std::size_t live_allocations() const noexcept;

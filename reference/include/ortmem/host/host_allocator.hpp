@@ -29,7 +29,7 @@ class HostAllocator final : public DeviceAllocator {
   HostAllocator() = default;
   // Gives nothing back: a block still live may be quarantined, and
   // quarantined memory is never reissued, so it stays allocated for the life
-  // of the process. Release what you want back before destroying the allocator.
+  // of the process unless reclaim_all_after_context_destroyed() is called.
   ~HostAllocator() override;
   HostAllocator(const HostAllocator&) = delete;
   HostAllocator& operator=(const HostAllocator&) = delete;

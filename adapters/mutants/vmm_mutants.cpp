@@ -2,6 +2,7 @@
 // shared-mapping adapters, each breaking one VB or SM rule on top of the host
 // virtual-memory reference (HostVirtualAllocator).
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 

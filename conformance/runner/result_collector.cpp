@@ -1,5 +1,7 @@
 #include "result_collector.hpp"
 
+#include "ortmem/detail/lock_guard.hpp"
+
 #include <algorithm>
 #include <iostream>
 #include <sstream>
@@ -21,7 +23,7 @@ std::string ReproduceCommand::for_test(const std::string& id) const {
 void ResultCollector::OnTestStart(const ::testing::TestInfo& info) {
   const std::string id = test_id(info);
   {
-    const std::lock_guard lock(mutex_);
+    const detail::LockGuard lock(mutex_);
     running_ = Running{id, std::chrono::steady_clock::now()};
   }
   if (sink_ != nullptr) sink_->test_started(id);
@@ -126,7 +128,7 @@ void ResultCollector::OnTestEnd(const ::testing::TestInfo& info) {
 
 void ResultCollector::add(report::TestResult result) {
   {
-    const std::lock_guard lock(mutex_);
+    const detail::LockGuard lock(mutex_);
     if (frozen_) return;
     running_.reset();
     results_.push_back(result);
@@ -135,12 +137,12 @@ void ResultCollector::add(report::TestResult result) {
 }
 
 std::optional<ResultCollector::Running> ResultCollector::running() const {
-  const std::lock_guard lock(mutex_);
+  const detail::LockGuard lock(mutex_);
   return running_;
 }
 
 bool ResultCollector::record_timeout(const std::string& id, double limit_s) {
-  const std::lock_guard lock(mutex_);
+  const detail::LockGuard lock(mutex_);
   if (!running_ || running_->id != id || frozen_) return false;
   report::TestResult result;
   result.id = running_->id;
@@ -164,7 +166,7 @@ bool ResultCollector::record_timeout(const std::string& id, double limit_s) {
 }
 
 std::vector<report::TestResult> ResultCollector::results() const {
-  const std::lock_guard lock(mutex_);
+  const detail::LockGuard lock(mutex_);
   return results_;
 }
 

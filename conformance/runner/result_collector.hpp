@@ -15,12 +15,13 @@
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "inherited_settings.hpp"
+#include "ortmem/detail/mutex.hpp"
+#include "ortmem/detail/thread_annotations.hpp"
 #include "ortmem/report/report.hpp"
 
 namespace ortmem::cts {
@@ -69,10 +70,10 @@ class ResultCollector final : public ::testing::EmptyTestEventListener {
 
   const ReproduceCommand reproduce_;
   ResultSink* const sink_;  // may be null
-  mutable std::mutex mutex_;
-  bool frozen_ = false;
-  std::optional<Running> running_;
-  std::vector<report::TestResult> results_;
+  mutable detail::Mutex mutex_;
+  bool frozen_ ORTMEM_GUARDED_BY(mutex_) = false;
+  std::optional<Running> running_ ORTMEM_GUARDED_BY(mutex_);
+  std::vector<report::TestResult> results_ ORTMEM_GUARDED_BY(mutex_);
 };
 
 // A failed assertion as the report records it, charged to the requirements

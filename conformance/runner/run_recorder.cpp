@@ -1,5 +1,7 @@
 #include "run_recorder.hpp"
 
+#include "ortmem/detail/lock_guard.hpp"
+
 #include <unistd.h>
 
 #include <iostream>
@@ -19,7 +21,7 @@ RunRecorder::RunRecorder(std::optional<report::Journal> journal, std::size_t tot
       suites_in_sequence_(suites_in_sequence) {}
 
 void RunRecorder::test_started(const std::string& id) {
-  const std::lock_guard lock(mutex_);
+  const detail::LockGuard lock(mutex_);
   running_ = id;
   if (suites_in_sequence_) {
     const std::string suite(suite_of(id));
@@ -30,7 +32,7 @@ void RunRecorder::test_started(const std::string& id) {
 }
 
 void RunRecorder::test_finished(const report::TestResult& result) {
-  const std::lock_guard lock(mutex_);
+  const detail::LockGuard lock(mutex_);
   if (journal_ && !journal_->append(result) && !journal_failed_) {
     journal_failed_ = true;
     std::cerr << "ortmem-cts: warning: cannot append to the journal " << journal_->path()
@@ -43,17 +45,17 @@ void RunRecorder::test_finished(const report::TestResult& result) {
 }
 
 void RunRecorder::heartbeat() {
-  const std::lock_guard lock(mutex_);
+  const detail::LockGuard lock(mutex_);
   if (Clock::now() - last_line_ >= kHeartbeat) announce("still running" + (running_.empty() ? "" : " " + running_));
 }
 
 void RunRecorder::group_done(const std::string& group) {
-  const std::lock_guard lock(mutex_);
+  const detail::LockGuard lock(mutex_);
   announce(group + " done");
 }
 
 void RunRecorder::close(bool keep_journal) {
-  const std::lock_guard lock(mutex_);
+  const detail::LockGuard lock(mutex_);
   if (!current_suite_.empty()) announce(current_suite_ + " done");
   current_suite_.clear();
   if (terminal_ && !quiet_ && done_ > 0) std::cerr << '\n';

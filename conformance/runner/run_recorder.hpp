@@ -10,10 +10,11 @@
 #pragma once
 
 #include <chrono>
-#include <mutex>
 #include <optional>
 #include <string>
 
+#include "ortmem/detail/mutex.hpp"
+#include "ortmem/detail/thread_annotations.hpp"
 #include "ortmem/report/journal.hpp"
 #include "result_collector.hpp"
 
@@ -33,23 +34,23 @@ class RunRecorder final : public ResultSink {
   void close(bool keep_journal);
 
  private:
-  void announce(const std::string& what);
-  void redraw();
+  void announce(const std::string& what) ORTMEM_REQUIRES(mutex_);
+  void redraw() ORTMEM_REQUIRES(mutex_);
 
   using Clock = std::chrono::steady_clock;
-  std::mutex mutex_;
-  std::optional<report::Journal> journal_;
+  detail::Mutex mutex_;
+  std::optional<report::Journal> journal_ ORTMEM_GUARDED_BY(mutex_);
   const std::size_t total_;
   const bool quiet_;
   const bool terminal_;
   const bool suites_in_sequence_;
   const Clock::time_point started_ = Clock::now();
-  Clock::time_point last_line_ = Clock::now();
-  std::size_t done_ = 0;
-  std::size_t failed_ = 0;
-  bool journal_failed_ = false;
-  std::string current_suite_;
-  std::string running_;
+  Clock::time_point last_line_ ORTMEM_GUARDED_BY(mutex_) = Clock::now();
+  std::size_t done_ ORTMEM_GUARDED_BY(mutex_) = 0;
+  std::size_t failed_ ORTMEM_GUARDED_BY(mutex_) = 0;
+  bool journal_failed_ ORTMEM_GUARDED_BY(mutex_) = false;
+  std::string current_suite_ ORTMEM_GUARDED_BY(mutex_);
+  std::string running_ ORTMEM_GUARDED_BY(mutex_);
 };
 
 }  // namespace ortmem::cts

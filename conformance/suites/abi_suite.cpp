@@ -146,12 +146,11 @@ class CompletionRecorder {
   int held_up_ = 0;                                  // guarded by mutex_
 };
 
-class AbiProbe : public AdapterSuite {
+class AbiProbe : public RequiringCapability<AdapterSuite, Capability::kNxmemAbi> {
  protected:
   void SetUp() override {
-    AdapterSuite::SetUp();
-    if (HasFatalFailure()) return;
-    ORTMEM_CTS_REQUIRE(Capability::kNxmemAbi);
+    RequiringCapability::SetUp();
+    if (ended()) return;
     auto found = adapters::plugin_under_test(adapter());
     ASSERT_TRUE(found) << "the adapter declares nxmem-abi but is not a plugin the kit loaded";
     plugin_ = std::move(*found);

@@ -211,13 +211,8 @@ TEST_P(BindingConcurrency, ViewsUsedWhileTheirAllocatingThreadChurnsAreCheckedEx
   }
 }
 
-class QueueConcurrency : public RegistrySuite {
+class QueueConcurrency : public RequiringCapability<RegistrySuite, Capability::kDeferredQueue> {
  protected:
-  void SetUp() override {
-    RegistrySuite::SetUp();
-    if (HasFatalFailure()) return;
-    ORTMEM_CTS_REQUIRE(Capability::kDeferredQueue);
-  }
   // Enqueues per_thread releases from each of kThreads threads, then drains.
   void fill_and_drain(QueueUnderTest& queue, int per_thread, std::size_t total);
 };

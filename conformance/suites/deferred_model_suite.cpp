@@ -725,14 +725,8 @@ rc::Gen<std::shared_ptr<const Command>> retirement_command(const Model& model) {
   });
 }
 
-class DeferredModel : public RegistrySuite {
+class DeferredModel : public RequiringCapability<RegistrySuite, Capability::kDeferredQueue> {
  protected:
-  void SetUp() override {
-    RegistrySuite::SetUp();
-    if (HasFatalFailure()) return;
-    ORTMEM_CTS_REQUIRE(Capability::kDeferredQueue);
-  }
-
   template <class Generate>
   void check_sequences(bool offers_after_retirement, Generate generate) {
     Watchdog watchdog;

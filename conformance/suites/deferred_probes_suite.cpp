@@ -14,14 +14,8 @@
 namespace ortmem::cts {
 namespace {
 
-class DeferredProbe : public RegistrySuite {
+class DeferredProbe : public RequiringCapability<RegistrySuite, Capability::kDeferredQueue> {
  protected:
-  void SetUp() override {
-    RegistrySuite::SetUp();
-    if (HasFatalFailure()) return;
-    ORTMEM_CTS_REQUIRE(Capability::kDeferredQueue);
-  }
-
   std::unique_ptr<QueueUnderTest> queue(std::optional<std::size_t> capacity = std::nullopt) {
     auto made = adapter().make_queue(*harness_->context, {.capacity = capacity});
     EXPECT_NE(made, nullptr);

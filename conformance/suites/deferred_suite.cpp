@@ -14,12 +14,11 @@
 namespace ortmem::cts {
 namespace {
 
-class Deferred : public RegistrySuite {
+class Deferred : public RequiringCapability<RegistrySuite, Capability::kDeferredQueue> {
  protected:
   void SetUp() override {
-    RegistrySuite::SetUp();
-    if (HasFatalFailure()) return;
-    ORTMEM_CTS_REQUIRE(Capability::kDeferredQueue);
+    RequiringCapability::SetUp();
+    if (ended()) return;
     queue_ = adapter().make_queue(*harness_->context, {});
     ASSERT_NE(queue_, nullptr);
     // Work in flight from the start: a queue may run a request whose fence

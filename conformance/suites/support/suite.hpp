@@ -163,6 +163,25 @@ struct AdapterName {
     }                                                                                    \
   } while (false)
 
+namespace ortmem::cts {
+
+// A fixture of Base whose tests apply only to adapters that declare
+// `required`: its SetUp ends the test as not-applicable for any other. A
+// SetUp of its own calls this one first and stops when the test ended.
+template <class Base, Capability required>
+class RequiringCapability : public Base {
+ protected:
+  void SetUp() override {
+    Base::SetUp();
+    if (this->HasFatalFailure()) return;
+    ORTMEM_CTS_REQUIRE(required);
+  }
+  using Base::info;
+  [[nodiscard]] bool ended() const { return this->IsSkipped() || this->HasFatalFailure(); }
+};
+
+}  // namespace ortmem::cts
+
 // Failures in the rest of the enclosing scope count against these
 // requirement ids only (in this thread: a worker thread opens its own).
 #define ORTMEM_CTS_CHECKING(...) SCOPED_TRACE(::ortmem::cts::checks_tag(__VA_ARGS__))

@@ -21,15 +21,14 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "ortmem/allocator.hpp"
 #include "ortmem/binding_error.hpp"
 #include "ortmem/binding_identity.hpp"
-#include "ortmem/detail/active_operation.hpp"
-#include "ortmem/detail/check_result.hpp"
-#include "ortmem/detail/record_slot.hpp"
 #include "ortmem/expected.hpp"
 #include "ortmem/mechanism_snapshot.hpp"
 
@@ -39,7 +38,19 @@ class MemoryBinding;
 class OwningAllocation;
 
 namespace detail {
+class ActiveOperation;
 class Mechanism;
+struct CheckPassed;
+
+// Where a mechanism keeps one live record. Metadata carries it so the
+// registry finds the record without hashing. It is only a hint: the record
+// there is trusted only when its generation (and binding, address, size and
+// alignment) match the metadata, so a slot reused by a later allocation makes
+// old metadata stale, never current, and an out-of-range slot is simply stale.
+struct RecordSlot {
+  std::uint32_t shard = 0;
+  std::uint32_t index = 0;
+};
 
 // Proof that the caller is the binding layer. Owners and release requests
 // have public constructors that take one, so they can be built in place
@@ -141,13 +152,17 @@ class MemoryBinding {
                                                                                      BoundAllocation& allocation);
   // Only takes the live record: `allocation` still describes it, for a caller
   // that settles the release in place (release_now builds no request at all).
-  [[nodiscard]] static detail::CheckResult take_live_record(const BindingIdentity& through,
-                                                            detail::Mechanism& mechanism,
-                                                            const BoundAllocation& allocation);
+  [[nodiscard]] static Expected<detail::CheckPassed, BindingError> take_live_record(const BindingIdentity& through,
+                                                                                    detail::Mechanism& mechanism,
+                                                                                    const BoundAllocation& allocation);
 
-  // Validates the view and opens an active operation for the callback's duration.
-  [[nodiscard]] Expected<std::pair<detail::ActiveOperation, ValidatedMemoryView>, BindingError> open_view(
-      const BoundMemoryView& view) const;
+  // Validates the view, then runs body(context, validated) with an active
+  // operation open and no lock held; returns the refusal, if any. The one
+  // step of with_view that is not a template, so that the operation's type
+  // stays out of this header.
+  using ViewBody = void (*)(void* context, ValidatedMemoryView validated);
+  [[nodiscard]] std::optional<BindingError> run_with_view(const BoundMemoryView& view, ViewBody body,
+                                                          void* context) const;
   // A recorded allocation, before it becomes metadata of the caller's choice.
   struct RecordedAllocation {
     AllocationGeneration generation;
@@ -201,7 +216,7 @@ class BoundAllocation {
   // itself is named in identity_.binding: a handle carries one copy of it.
   std::shared_ptr<detail::Mechanism> mechanism_;
   AllocationIdentity identity_;
-  // Where the mechanism keeps the live record (a lookup hint, see record_slot.hpp).
+  // Where the mechanism keeps the live record (a lookup hint, see RecordSlot).
   detail::RecordSlot slot_;
   void* ptr_;
   std::size_t bytes_;
@@ -262,16 +277,27 @@ class ExplicitReleaseError {
 template <class Fn>
 auto MemoryBinding::with_view(const BoundMemoryView& view, Fn&& fn) const
     -> Expected<std::invoke_result_t<Fn, ValidatedMemoryView>, BindingError> {
-  auto opened = open_view(view);
-  if (!opened) return fail(std::move(opened.error()));
+  using Result = std::invoke_result_t<Fn, ValidatedMemoryView>;
+  struct Frame {
+    Fn&& fn;
+    std::optional<std::conditional_t<std::is_void_v<Result>, std::monostate, Result>> result;
+  };
+  Frame frame{std::forward<Fn>(fn), std::nullopt};
   // The operation stays open while fn runs, so the context cannot be confirmed
   // terminated under it; no lock is held, so fn may re-enter the registry.
-  auto [operation, validated] = std::move(*opened);
-  if constexpr (std::is_void_v<std::invoke_result_t<Fn, ValidatedMemoryView>>) {
-    std::forward<Fn>(fn)(validated);
+  auto body = [](void* context, ValidatedMemoryView validated) {
+    auto& call = *static_cast<Frame*>(context);
+    if constexpr (std::is_void_v<Result>) {
+      std::forward<Fn>(call.fn)(validated);
+    } else {
+      call.result.emplace(std::forward<Fn>(call.fn)(validated));
+    }
+  };
+  if (auto refused = run_with_view(view, body, &frame)) return fail(std::move(*refused));
+  if constexpr (std::is_void_v<Result>) {
     return {};
   } else {
-    return std::forward<Fn>(fn)(validated);
+    return std::move(*frame.result);
   }
 }
 

@@ -124,21 +124,21 @@ Expected<void, ExplicitReleaseError> MemoryBinding::release(BoundAllocation allo
   return fail(ExplicitReleaseError(std::move(quarantined), std::move(metadata), std::move(outcome)));
 }
 
-Expected<std::pair<detail::ActiveOperation, ValidatedMemoryView>, BindingError> MemoryBinding::open_view(
-    const BoundMemoryView& view) const {
+std::optional<BindingError> MemoryBinding::run_with_view(const BoundMemoryView& view, ViewBody body,
+                                                         void* context) const {
   // A view of another registry's allocation is foreign, and is named as a view (BIND-001).
-  if (view.identity_.binding.id.issuer() != identity_.id.issuer()) return fail(BindingError::foreign_registry("view"));
+  if (view.identity_.binding.id.issuer() != identity_.id.issuer()) return BindingError::foreign_registry("view");
   auto operation = mechanism_->begin_active("using a view");
-  if (!operation) return fail(operation.error());
+  if (!operation) return std::move(operation.error());
   if (auto valid = mechanism_->validate(
           identity_, view.identity_, view.slot_,
           record_of(view.identity_.binding.id, view.allocation_ptr_, view.allocation_bytes_, view.align_),
           "using a view");
       !valid) {
-    return fail(valid.error());
+    return std::move(valid.error());
   }
-  auto* ptr = static_cast<unsigned char*>(view.allocation_ptr_) + view.offset_;
-  return std::pair{std::move(*operation), ValidatedMemoryView(ptr, view.bytes_)};
+  body(context, ValidatedMemoryView(static_cast<unsigned char*>(view.allocation_ptr_) + view.offset_, view.bytes_));
+  return std::nullopt;  // the operation ends here, after the body, even when the body throws
 }
 
 Expected<std::optional<BoundVirtualBacking>, BindingError> MemoryBinding::virtual_backing() const {

@@ -39,11 +39,10 @@
 #include "ortmem/allocator.hpp"
 #include "ortmem/binding_error.hpp"
 #include "ortmem/binding_identity.hpp"
-#include "ortmem/detail/active_operation.hpp"
-#include "ortmem/detail/check_result.hpp"
+#include "active_operation.hpp"
+#include "check_result.hpp"
 #include "ortmem/detail/lock_guard.hpp"
 #include "ortmem/detail/mutex.hpp"
-#include "ortmem/detail/record_slot.hpp"
 #include "ortmem/mechanism_snapshot.hpp"
 #include "record_table.hpp"
 

@@ -24,7 +24,7 @@
 #include <optional>
 #include <vector>
 
-#include "ortmem/detail/record_slot.hpp"
+#include "ortmem/binding.hpp"
 #include "ortmem/detail/spin_lock.hpp"
 #include "ortmem/detail/thread_annotations.hpp"
 #include "ortmem/identity.hpp"

@@ -14,7 +14,7 @@
 #include <cstdint>
 
 #include "ortmem/binding_identity.hpp"
-#include "ortmem/detail/record_slot.hpp"
+#include "ortmem/binding.hpp"
 #include "ortmem/release_outcome.hpp"
 
 namespace ortmem::detail {

@@ -3,8 +3,12 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <unordered_map>
 
 #include "ortmem/cuda/cuda_device.hpp"
+#include "ortmem/detail/lock_guard.hpp"
+#include "ortmem/detail/mutex.hpp"
+#include "ortmem/detail/thread_annotations.hpp"
 
 namespace ortmem::cuda {
 namespace {
@@ -56,6 +60,19 @@ AllocationReleaseOutcome release_outcome_after_free(int runtime_error, std::uint
           bytes, address, align});
 }
 
+struct CudaAllocator::Records {
+  struct Block {
+    void* base;  // what the runtime returned; differs from the address when over-allocated
+    std::size_t bytes;
+    std::size_t align;
+  };
+  mutable detail::Mutex mutex;
+  std::unordered_map<std::uintptr_t, Block> live ORTMEM_GUARDED_BY(mutex);
+};
+
+CudaAllocator::CudaAllocator(int ordinal, void* stream)
+    : ordinal_(ordinal), stream_(stream), records_(std::make_unique<Records>()) {}
+
 Expected<std::shared_ptr<CudaAllocator>, MemoryError> CudaAllocator::create(int ordinal) {
   auto device = probe_cuda_device(ordinal);
   if (!device) return fail(MemoryError::allocation_failed(Tier::kDevice, 0, device.error()));
@@ -80,8 +97,8 @@ CudaAllocator::~CudaAllocator() {
 }
 
 std::size_t CudaAllocator::live_allocations() const noexcept {
-  const std::lock_guard lock(mutex_);
-  return live_.size();
+  const detail::LockGuard lock(records_->mutex);
+  return records_->live.size();
 }
 
 int CudaAllocator::free_block(void* base) noexcept {
@@ -117,8 +134,8 @@ Expected<void*, MemoryError> CudaAllocator::allocate(std::size_t bytes, std::siz
   }
   const std::uintptr_t address = (reinterpret_cast<std::uintptr_t>(base) + slack) & ~(std::uintptr_t{align} - 1);
   try {
-    const std::lock_guard lock(mutex_);
-    live_.emplace(address, Block{base, bytes, align});
+    const detail::LockGuard lock(records_->mutex);
+    records_->live.emplace(address, Records::Block{base, bytes, align});
   } catch (const std::bad_alloc&) {
     (void)free_block(base);
     return fail(MemoryError::allocation_failed(Tier::kDevice, bytes, "out of host memory for the allocator's record"));
@@ -127,11 +144,11 @@ Expected<void*, MemoryError> CudaAllocator::allocate(std::size_t bytes, std::siz
 }
 
 AllocationReleaseOutcome CudaAllocator::release(void* ptr, std::size_t bytes, std::size_t align) noexcept {
-  decltype(live_)::node_type record;
+  decltype(records_->live)::node_type record;
   {
-    const std::lock_guard lock(mutex_);
-    const auto found = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
-    if (found == live_.end()) {
+    const detail::LockGuard lock(records_->mutex);
+    const auto found = records_->live.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (found == records_->live.end()) {
       return AllocationReleaseOutcome::failed(
           "the address is not a live allocation of this CUDA allocator (never allocated here, or already "
           "released); nothing was changed");
@@ -144,13 +161,13 @@ AllocationReleaseOutcome CudaAllocator::release(void* ptr, std::size_t bytes, st
     }
     // Taken out before the free, so no second release can match the block
     // while the runtime works; put back as it was if the free changed nothing.
-    record = live_.extract(found);
+    record = records_->live.extract(found);
   }
   auto outcome =
       release_outcome_after_free(free_block(record.mapped().base), bytes, reinterpret_cast<std::uintptr_t>(ptr), align);
   if (outcome.is_failed()) {
-    const std::lock_guard lock(mutex_);
-    live_.insert(std::move(record));  // reuses the node: cannot run out of memory
+    const detail::LockGuard lock(records_->mutex);
+    records_->live.insert(std::move(record));  // reuses the node: cannot run out of memory
   }
   return outcome;
 }

@@ -1,10 +1,16 @@
 #include "ortmem/host/host_allocator.hpp"
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <new>
 #include <string>
+#include <unordered_map>
 #include <vector>
+
+#include "ortmem/detail/lock_guard.hpp"
+#include "ortmem/detail/mutex.hpp"
+#include "ortmem/detail/thread_annotations.hpp"
 
 namespace ortmem::host {
 namespace {
@@ -30,7 +36,50 @@ void raw_free(void* ptr, std::size_t align) noexcept {
   }
 }
 
+struct LiveRecord {
+  std::size_t bytes;
+  std::size_t align;
+};
+
+// The totals live in the shards, beside the records they count, so that
+// threads working on different shards write no common cache line.
+struct alignas(64) Shard {
+  mutable detail::Mutex mutex;
+  std::unordered_map<std::uintptr_t, LiveRecord> live ORTMEM_GUARDED_BY(mutex);
+  std::uint64_t live_bytes ORTMEM_GUARDED_BY(mutex) = 0;
+};
+
 }  // namespace
+
+// The live records, split by address so that threads allocating and
+// releasing different blocks rarely share a lock.
+struct HostAllocator::Shards {
+  static constexpr std::size_t kCount = 64;
+
+  Shard& of(const void* ptr) noexcept {
+    // Blocks are at least 16-byte aligned; mix the bits above that so neighbours spread.
+    const auto address = reinterpret_cast<std::uintptr_t>(ptr) >> 4;
+    return shard[(address ^ (address >> 7) ^ (address >> 13)) % kCount];
+  }
+  struct Totals {
+    std::size_t allocations = 0;
+    std::uint64_t bytes = 0;
+  };
+  // Sums over every shard, each read under its lock.
+  Totals totals() const noexcept {
+    Totals sum;
+    for (const Shard& one : shard) {
+      const detail::LockGuard lock(one.mutex);
+      sum.allocations += one.live.size();
+      sum.bytes += one.live_bytes;
+    }
+    return sum;
+  }
+
+  std::array<Shard, kCount> shard;
+};
+
+HostAllocator::HostAllocator() : shards_(std::make_unique<Shards>()) {}
 
 HostAllocator::~HostAllocator() {
   // A block still live here was never released by its owner or is
@@ -44,17 +93,18 @@ HostAllocator::~HostAllocator() {
   };
   static auto* const abandoned = new Abandoned;
   const std::lock_guard lock(abandoned->mutex);
-  for (Shard& shard : shards_) {
+  for (Shard& shard : shards_->shard) {
+    const detail::LockGuard shard_lock(shard.mutex);
     for (const auto& [address, record] : shard.live) abandoned->blocks.push_back(reinterpret_cast<void*>(address));
   }
 }
 
 std::size_t HostAllocator::reclaim_all_after_context_destroyed() noexcept {
   std::size_t reclaimed = 0;
-  for (Shard& shard : shards_) {
+  for (Shard& shard : shards_->shard) {
     std::unordered_map<std::uintptr_t, LiveRecord> live;
     {
-      const std::lock_guard lock(shard.mutex);
+      const detail::LockGuard lock(shard.mutex);
       live.swap(shard.live);
       shard.live_bytes = 0;
     }
@@ -64,29 +114,9 @@ std::size_t HostAllocator::reclaim_all_after_context_destroyed() noexcept {
   return reclaimed;
 }
 
-template <class Count>
-std::uint64_t HostAllocator::sum_over_shards(Count count) const noexcept {
-  std::uint64_t total = 0;
-  for (const Shard& shard : shards_) {
-    const std::lock_guard lock(shard.mutex);
-    total += count(shard);
-  }
-  return total;
-}
+std::size_t HostAllocator::live_allocations() const noexcept { return shards_->totals().allocations; }
 
-std::size_t HostAllocator::live_allocations() const noexcept {
-  return static_cast<std::size_t>(sum_over_shards([](const Shard& shard) { return shard.live.size(); }));
-}
-
-std::uint64_t HostAllocator::live_bytes() const noexcept {
-  return sum_over_shards([](const Shard& shard) { return shard.live_bytes; });
-}
-
-HostAllocator::Shard& HostAllocator::shard_for(const void* ptr) noexcept {
-  // Blocks are at least 16-byte aligned; mix the bits above that so neighbours spread.
-  const auto address = reinterpret_cast<std::uintptr_t>(ptr) >> 4;
-  return shards_[(address ^ (address >> 7) ^ (address >> 13)) % kShardCount];
-}
+std::uint64_t HostAllocator::live_bytes() const noexcept { return shards_->totals().bytes; }
 
 Expected<void*, MemoryError> HostAllocator::allocate(std::size_t bytes, std::size_t align) noexcept {
   if (!is_valid_alignment(align)) {
@@ -104,9 +134,9 @@ Expected<void*, MemoryError> HostAllocator::allocate(std::size_t bytes, std::siz
         "the system allocator returned no memory (the process is out of address space or the "
         "host is out of memory)"));
   }
-  Shard& shard = shard_for(ptr);
+  Shard& shard = shards_->of(ptr);
   try {
-    const std::lock_guard lock(shard.mutex);
+    const detail::LockGuard lock(shard.mutex);
     shard.live.emplace(reinterpret_cast<std::uintptr_t>(ptr), LiveRecord{bytes, align});
     shard.live_bytes += bytes;
   } catch (const std::bad_alloc&) {
@@ -118,9 +148,9 @@ Expected<void*, MemoryError> HostAllocator::allocate(std::size_t bytes, std::siz
 }
 
 AllocationReleaseOutcome HostAllocator::release(void* ptr, std::size_t bytes, std::size_t align) noexcept {
-  Shard& shard = shard_for(ptr);
+  Shard& shard = shards_->of(ptr);
   {
-    const std::lock_guard lock(shard.mutex);
+    const detail::LockGuard lock(shard.mutex);
     const auto found = shard.live.find(reinterpret_cast<std::uintptr_t>(ptr));
     if (found == shard.live.end()) {
       return AllocationReleaseOutcome::failed(

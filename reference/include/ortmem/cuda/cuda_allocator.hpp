@@ -19,8 +19,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <unordered_map>
 
 #include "ortmem/allocator.hpp"
 
@@ -54,19 +52,13 @@ class CudaAllocator final : public DeviceAllocator {
   [[nodiscard]] std::size_t live_allocations() const noexcept;
 
  private:
-  struct Block {
-    void* base;  // what the runtime returned; differs from the address when over-allocated
-    std::size_t bytes;
-    std::size_t align;
-  };
-
-  CudaAllocator(int ordinal, void* stream) : ordinal_(ordinal), stream_(stream) {}
+  struct Records;  // the live blocks and their lock (cuda_allocator.cpp)
+  CudaAllocator(int ordinal, void* stream);
   [[nodiscard]] int free_block(void* base) noexcept;
 
   const int ordinal_;
   void* const stream_;  // cudaStream_t; null when the device has no memory pools
-  mutable std::mutex mutex_;
-  std::unordered_map<std::uintptr_t, Block> live_;
+  const std::unique_ptr<Records> records_;
 };
 
 }  // namespace ortmem::cuda

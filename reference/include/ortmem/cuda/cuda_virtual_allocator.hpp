@@ -39,9 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 
 #include "ortmem/allocator.hpp"
 #include "ortmem/capability.hpp"
@@ -103,35 +101,13 @@ class CudaVirtualAllocator final : public DeviceAllocator, public VirtualBacking
   // Physical handles this allocator holds that could not be given back.
   [[nodiscard]] std::size_t stranded_handles() const noexcept;
 
-  struct PrefixMemory;
-  struct Region;
-
  private:
+  struct State;  // the region records, their lock and the driver (cuda_virtual_allocator.cpp)
   CudaVirtualAllocator(std::shared_ptr<VmmDriver> driver, Options options);
 
-  [[nodiscard]] Region* find_live(void* ptr, std::size_t bytes, std::size_t align) const;
-  [[nodiscard]] Expected<void*, MemoryError> reserve(std::size_t bytes, std::size_t align);
-  [[nodiscard]] Expected<void, MemoryError> commit_locked(Region& region, std::size_t offset, std::size_t bytes);
-  [[nodiscard]] AllocationReleaseOutcome release_locked(Region& region);
-  // Maps `handle` at `address` with `access`. On failure nothing stays mapped,
-  // unless `stuck` says the mapping could not be taken back.
-  [[nodiscard]] Expected<void, DriverFault> map_granule(DevicePtr address, PhysicalHandle handle, Access access,
-                                                        bool& stuck);
-  [[nodiscard]] Expected<void, DriverFault> unmap(DevicePtr address, std::size_t bytes);
-  [[nodiscard]] Expected<void, DriverFault> release_handle(PhysicalHandle handle);
-  [[nodiscard]] bool fails(DriverCall call) const noexcept;
-  [[nodiscard]] MemoryError invalid(std::uint64_t requested, std::string reason) const;
-  [[nodiscard]] MemoryError driver_failed(std::uint64_t requested, const DriverFault& fault,
-                                          std::string_view what) const;
-
-  const std::shared_ptr<VmmDriver> driver_;
   const std::size_t granularity_;
   const DeviceKey device_;
-  const std::shared_ptr<DriverFaults> faults_;
-  mutable std::mutex mutex_;
-  // Keyed by the allocation's address. Regions whose release stopped part
-  // way stay here, retired, so their address range is never reissued.
-  std::map<DevicePtr, std::unique_ptr<Region>> regions_;
+  const std::unique_ptr<State> state_;
 };
 
 }  // namespace ortmem::cuda

@@ -10,15 +10,12 @@
 // Zero bytes is accepted: the allocator hands out a distinct one-byte block so
 // the address is unique and releasable like any other.
 //
-// Thread-safe. The live records are split into shards keyed by address, so
-// threads that allocate and release different blocks rarely share a lock.
+// Thread-safe: any method may be called from any thread at any time.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
-#include <unordered_map>
+#include <memory>
 
 #include "ortmem/allocator.hpp"
 
@@ -26,7 +23,7 @@ namespace ortmem::host {
 
 class HostAllocator final : public DeviceAllocator {
  public:
-  HostAllocator() = default;
+  HostAllocator();
   // Gives nothing back: a block still live may be quarantined, and
   // quarantined memory is never reissued, so it stays allocated for the life
   // of the process unless reclaim_all_after_context_destroyed() is called.
@@ -40,8 +37,7 @@ class HostAllocator final : public DeviceAllocator {
   void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override;
   [[nodiscard]] DeviceKey device() const noexcept override { return DeviceKey::host(); }
 
-  // Totals over the shards, each read under its lock: exact while no
-  // allocation or release runs, and otherwise a sum of per-shard values that
+  // Exact while no allocation or release runs; otherwise a sum of parts that
   // may belong to different instants.
   [[nodiscard]] std::size_t live_allocations() const noexcept;
   [[nodiscard]] std::uint64_t live_bytes() const noexcept;
@@ -53,25 +49,8 @@ class HostAllocator final : public DeviceAllocator {
   std::size_t reclaim_all_after_context_destroyed() noexcept;
 
  private:
-  struct LiveRecord {
-    std::size_t bytes;
-    std::size_t align;
-  };
-  // The totals live in the shards, beside the records they count, so that
-  // threads working on different shards write no common cache line.
-  struct alignas(64) Shard {
-    mutable std::mutex mutex;
-    std::unordered_map<std::uintptr_t, LiveRecord> live;
-    std::uint64_t live_bytes = 0;
-  };
-  static constexpr std::size_t kShardCount = 64;
-
-  [[nodiscard]] Shard& shard_for(const void* ptr) noexcept;
-  // Adds count(shard) over every shard, each read under its lock.
-  template <class Count>
-  [[nodiscard]] std::uint64_t sum_over_shards(Count count) const noexcept;
-
-  std::array<Shard, kShardCount> shards_;
+  struct Shards;  // the live records and their totals (host_allocator.cpp)
+  const std::unique_ptr<Shards> shards_;
 };
 
 }  // namespace ortmem::host

@@ -29,13 +29,9 @@
 // it is the allocator's own lock, taken only inside its own methods.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <vector>
 
 #include "ortmem/allocator.hpp"
 #include "ortmem/capability.hpp"
@@ -104,30 +100,14 @@ class HostVirtualAllocator final : public DeviceAllocator, public VirtualBacking
   [[nodiscard]] std::size_t granularity() const noexcept { return granularity_; }
   [[nodiscard]] std::size_t live_allocations() const noexcept;
   // Prefix memories whose physical bytes are still held (handle or mappings).
-  [[nodiscard]] std::size_t live_prefix_memories() const noexcept {
-    return live_prefix_memories_->load(std::memory_order_acquire);
-  }
-
-  struct PrefixMemory;
-  struct Region;
+  [[nodiscard]] std::size_t live_prefix_memories() const noexcept;
 
  private:
+  struct State;  // the region records, their lock and the fault plan (host_virtual_allocator.cpp)
   HostVirtualAllocator(std::size_t granularity, std::shared_ptr<SyscallFaults> faults);
 
-  [[nodiscard]] Region* find_live(void* ptr, std::size_t bytes, std::size_t align) const;
-  [[nodiscard]] Expected<void*, MemoryError> reserve(std::size_t bytes, std::size_t align);
-  [[nodiscard]] Expected<void, MemoryError> commit_locked(Region& region, std::size_t offset, std::size_t bytes);
-  [[nodiscard]] Expected<void, MemoryError> check_prefix(const SharedDevicePrefix& prefix,
-                                                         std::size_t bytes_requested) const;
-  [[nodiscard]] bool fails(Syscall kind) const noexcept;
-
   const std::size_t granularity_;
-  const std::shared_ptr<SyscallFaults> faults_;
-  const std::shared_ptr<std::atomic<std::size_t>> live_prefix_memories_;
-  mutable std::mutex mutex_;
-  // Keyed by the allocation's address. Regions whose release failed part way
-  // stay here, retired, so their address range is never reissued.
-  std::map<std::uintptr_t, std::unique_ptr<Region>> regions_;
+  const std::unique_ptr<State> state_;
 };
 
 }  // namespace ortmem::host

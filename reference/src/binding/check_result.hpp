@@ -1,4 +1,4 @@
-// ortmem/detail/check_result.hpp (internal): what a check on a hot path
+// check_result.hpp (internal): what a check on a hot path
 // returns: CheckPassed, or the BindingError that refuses.
 //
 // Not Expected<void, BindingError>: for a void value tl::expected

@@ -1,4 +1,4 @@
-// ortmem/detail/active_operation.hpp: an in-flight operation on a mechanism.
+// active_operation.hpp (internal): an in-flight operation on a mechanism.
 //
 // While one exists the mechanism is not quiescent: confirming its context's
 // termination fails with not-quiescent, and removal is refused. Allocator

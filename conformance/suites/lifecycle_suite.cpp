@@ -3,12 +3,15 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "support/binding_error_payload.hpp"
+#include "support/calling_back_allocator.hpp"
 #include "support/elsewhere_allocator.hpp"
 #include "support/registry_harness.hpp"
 #include "support/sanitizers.hpp"
@@ -266,6 +269,75 @@ TEST_P(Lifecycle, AnUnusedContextOrAuthorityCanBeRemovedBesideUsedOnes) {
   EXPECT_FALSE(registry().remove_authority(harness_->authority));
 }
 
+TEST_P(Lifecycle, ARetiredMechanismIsNotRemovedWhileAnAllocationIsStillInItsAllocator) {
+  covers("TEAR-013");
+  // An allocation in flight is an active operation, and nothing else: no
+  // record is live and no release is queued yet. Removal must still wait.
+  auto context = *registry().register_provider_context(info().device);
+  auto authority = *registry().register_authority(info().device);
+  auto allocator = std::make_shared<CallingBackAllocator>(adapter().make_allocator());
+  std::promise<void> entered;
+  std::promise<void> leave;
+  std::shared_future<void> left = leave.get_future().share();
+  std::atomic<bool> armed{true};
+  allocator->on_allocate = [&] {
+    if (!armed.exchange(false)) return;
+    entered.set_value();
+    left.wait();
+  };
+  auto mechanism = registry().register_allocator(context, authority, allocator);
+  ASSERT_TRUE(mechanism);
+  auto binding = registry().bind_registered(*mechanism);
+  ASSERT_TRUE(binding);
+  std::thread caller([&] {
+    if (auto allocation = binding->allocate(64, 8)) (void)binding->release(std::move(*allocation));
+  });
+  entered.get_future().wait();
+  const auto retired = registry().retire(*mechanism);
+  const auto removed = registry().remove(*mechanism);
+  leave.set_value();
+  caller.join();
+  ASSERT_TRUE(retired);
+  EXPECT_FALSE(removed) << "a retired mechanism was removed while an allocation was still inside its allocator";
+  if (removed) return;
+  (void)registry().remove(*mechanism);  // judged elsewhere: here the allocation's own fate decides it
+  (void)registry().remove_provider_context(context);
+  (void)registry().remove_authority(authority);
+}
+
+TEST_P(Lifecycle, AContextOrAuthorityRemovedWhileTheAllocatorNamesItsDeviceIsNotRegisteredAgainst) {
+  covers("TEAR-017");
+  // Registration asks the allocator for its device with no lock held (a
+  // provider callback, LOCK-002), so the context or authority it names can
+  // be removed in that moment, while nothing uses it yet. A mechanism
+  // registered against it anyway would depend on what is gone.
+  for (const bool context_goes : {true, false}) {
+    SCOPED_TRACE(context_goes ? "the context removed" : "the authority removed");
+    auto context = *registry().register_provider_context(info().device);
+    auto authority = *registry().register_authority(info().device);
+    auto allocator = std::make_shared<CallingBackAllocator>(adapter().make_allocator());
+    bool removed = false;
+    allocator->on_device = [&] {
+      if (std::exchange(removed, true)) return;
+      ORTMEM_CTS_PRECONDITION();
+      if (context_goes) {
+        EXPECT_TRUE(registry().remove_provider_context(context)) << "an unused context could not be removed";
+      } else {
+        EXPECT_TRUE(registry().remove_authority(authority)) << "an unused authority could not be removed";
+      }
+    };
+    auto registered = registry().register_allocator(context, authority, allocator);
+    {
+      ORTMEM_CTS_PRECONDITION();
+      ASSERT_TRUE(removed) << "registration never asked the allocator for its device";
+    }
+    EXPECT_FALSE(registered) << "a mechanism was registered against a " << (context_goes ? "context" : "authority")
+                             << " removed while the allocator named its device";
+    (void)registry().remove_provider_context(context);
+    (void)registry().remove_authority(authority);
+  }
+}
+
 // Resources that log their destruction, so the order is observable.
 struct DestructionLog {
   std::vector<std::string> entries;
@@ -278,24 +350,13 @@ struct LoggedResource {
   std::shared_ptr<DestructionLog> log;
   std::string name;
 };
-class LoggingAllocator final : public DeviceAllocator {
+class LoggingAllocator final : public CallingBackAllocator {
  public:
   LoggingAllocator(std::shared_ptr<DeviceAllocator> inner, std::shared_ptr<DestructionLog> log)
-      : inner_(std::move(inner)), log_(std::move(log)) {}
+      : CallingBackAllocator(std::move(inner)), log_(std::move(log)) {}
   ~LoggingAllocator() override { log_->entries.push_back("allocator"); }
-  Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override {
-    return inner_->allocate(bytes, align);
-  }
-  AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
-    return inner_->release(ptr, bytes, align);
-  }
-  void deallocate(void* ptr, std::size_t bytes, std::size_t align) noexcept override {
-    inner_->deallocate(ptr, bytes, align);
-  }
-  DeviceKey device() const noexcept override { return inner_->device(); }
 
  private:
-  std::shared_ptr<DeviceAllocator> inner_;
   std::shared_ptr<DestructionLog> log_;
 };
 

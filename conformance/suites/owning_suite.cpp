@@ -51,6 +51,12 @@ TEST_P(Owning, DroppingAnOwnerQuarantinesWithoutCallingTheAllocator) {
   EXPECT_EQ(records[0].state, AllocationReleaseState::kQuarantined);
   EXPECT_EQ(records[0].reason.kind, QuarantineReason::Kind::kOwnerDropped);
   EXPECT_EQ(records[0].retained_bytes, 300U);
+  // The registry lists the same records by the mechanism's handle.
+  auto listed = registry().quarantined(harness_->mechanism);
+  ASSERT_TRUE(listed) << listed.error().message();
+  ASSERT_EQ(listed->size(), 1U) << "the registry's list disagrees with the binding's";
+  EXPECT_EQ((*listed)[0].identity, identity);
+  EXPECT_EQ((*listed)[0].retained_bytes, 300U);
 }
 
 TEST_P(Owning, AssigningOverAPreparedRequestAbandonsIt) {

@@ -228,6 +228,26 @@ TEST_P(RegistryRules, AReservationThatCannotBeRecordedIsGivenBack) {
       << "the reservation the registry could not record was not given back";
 }
 
+TEST_P(RegistryRules, AnAllocationOfAnotherRegistryIsForeignToACapability) {
+  covers("BIND-001");
+  // Refused as foreign before anything else: the other registry's binding
+  // ids may even equal ours, so a binding mismatch would be the wrong name.
+  auto other = *BindingRegistry::create();
+  auto context = *other.register_provider_context(info().device);
+  auto authority = *other.register_authority(info().device);
+  ASSERT_TRUE(other.register_allocator(context, authority, watched_allocator()));
+  auto other_binding = *other.bind(info().device);
+  auto theirs = other_binding.allocate(4096, 64);
+  ASSERT_TRUE(theirs);
+  const int calls = probe_->calls.load();
+  auto committed = (**binding_->virtual_backing()).commit(*theirs, 0, 64);
+  ASSERT_FALSE(committed);
+  ORTMEM_CTS_EXPECT_NAMES(committed.error(), {.kind = BindingError::Kind::kForeignRegistry, .subject = "allocation"});
+  EXPECT_EQ(probe_->calls.load(), calls) << "another registry's allocation reached the capability";
+  ORTMEM_CTS_PRECONDITION();
+  ASSERT_TRUE(other_binding.release(std::move(*theirs)));
+}
+
 TEST_P(RegistryRules, APrefixOfAnotherRegistryIsForeign) {
   covers("BIND-001");
   auto other = *BindingRegistry::create();

@@ -29,14 +29,8 @@ class ActiveOperation {
   ActiveOperation& operator=(const ActiveOperation&) = delete;
   ActiveOperation(ActiveOperation&& other) noexcept
       : guard_(std::exchange(other.guard_, nullptr)), count_(std::exchange(other.count_, nullptr)) {}
-  ActiveOperation& operator=(ActiveOperation&& other) noexcept {
-    if (this != &other) {
-      finish();
-      guard_ = std::exchange(other.guard_, nullptr);
-      count_ = std::exchange(other.count_, nullptr);
-    }
-    return *this;
-  }
+  // Never reassigned: an operation ends where it began, or is handed on whole.
+  ActiveOperation& operator=(ActiveOperation&&) = delete;
   ~ActiveOperation() { finish(); }
 
   void finish() noexcept {

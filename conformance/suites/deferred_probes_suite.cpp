@@ -194,7 +194,94 @@ TEST_P(DeferredProbe, PendingIsExactAfterEveryStepOfFillDrainRefillCycles) {
   }
 }
 
+// The fences failing, where the adapter's fences are a test double the kit
+// may fail (a simulated device's events): an event that cannot be recorded,
+// and a device that reports an error instead of passing a fence.
+class FenceFaultProbe : public DeferredProbe {
+ protected:
+  // The queue and its fence faults; skips where the fences are real.
+  std::pair<std::unique_ptr<QueueUnderTest>, std::shared_ptr<FenceFaults>> faulty_queue() {
+    auto target = queue();
+    auto faults = target ? target->fence_faults() : nullptr;
+    return {std::move(target), std::move(faults)};
+  }
+};
+
+TEST_P(FenceFaultProbe, AFenceThatCannotBeRecordedRefusesTheRequestWithoutLosingIt) {
+  covers("DQ-005", "DQ-007");
+  auto [target, faults] = faulty_queue();
+  if (!faults) GTEST_SKIP() << kNotApplicable << "the adapter's fences are real: the kit cannot make them fail";
+  faults->refuse_records(true);
+  auto allocation = owner(64);
+  void* const data = allocation.data();
+  auto refused = std::move(allocation).release_deferred(target->queue());
+  ASSERT_TRUE(refused);
+  ORTMEM_CTS_CHECKING("DQ-005");
+  EXPECT_FALSE(refused->is_queued()) << "a request was accepted with no fence recorded for it";
+  EXPECT_EQ(refused->rejection(), DeferredEnqueueRejection::kRefused);
+  EXPECT_EQ(target->queue().pending(), 0U);
+  ORTMEM_CTS_CHECKING("DQ-007");
+  EXPECT_EQ(harness_->snapshot().quarantined_allocations, 1U) << "the refused request was not quarantined";
+  EXPECT_EQ(harness_->releases_run(*target), 0U) << "a request refused for want of a fence was freed";
+  // Recording again, the queue takes requests again, and this one runs.
+  faults->refuse_records(false);
+  enqueue(*target);
+  target->signal_fences();
+  (void)target->drain();
+  ORTMEM_CTS_CHECKING("DQ-005");
+  const std::vector<void*> order = harness_->release_order(*target);
+  EXPECT_EQ(order.size(), 1U) << "once fences record again, the one request accepted must run, and only it";
+  EXPECT_EQ(std::count(order.begin(), order.end(), data), 0) << "the refused request ran";
+}
+
+TEST_P(FenceFaultProbe, ABrokenFenceSettlesEveryPendingRequestAsDeviceLost) {
+  covers("DQ-012");
+  auto [target, faults] = faulty_queue();
+  if (!faults) GTEST_SKIP() << kNotApplicable << "the adapter's fences are real: the kit cannot break them";
+  target->record_use();
+  for (int i = 0; i < 3; ++i) enqueue(*target);
+  faults->break_fences();
+  (void)target->drain();
+  ORTMEM_CTS_CHECKING("DQ-012");
+  EXPECT_EQ(target->queue().pending(), 0U) << "requests behind a broken fence were still waiting";
+  EXPECT_EQ(harness_->releases_run(*target), 0U) << "a request behind a broken fence was released";
+  EXPECT_EQ(harness_->snapshot().quarantined_allocations, 3U);
+  for (const auto& record : harness_->binding->quarantined()) {
+    EXPECT_EQ(record.reason.kind, QuarantineReason::Kind::kDeviceLost);
+  }
+  auto after = owner().release_deferred(target->queue());
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->rejection(), DeferredEnqueueRejection::kDeviceLost)
+      << "a queue whose fence broke took another request";
+}
+
+TEST_P(FenceFaultProbe, AQueueToldOfDeviceLossMakesNoFenceCall) {
+  covers("DQ-012");
+  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueDeviceLoss);
+  auto [target, faults] = faulty_queue();
+  if (!faults) GTEST_SKIP() << kNotApplicable << "the adapter's fences are real: the kit cannot count their calls";
+  target->record_use();
+  for (int i = 0; i < 3; ++i) enqueue(*target);
+  // Settling the pending requests is the first thing the queue does on a
+  // lost device: it may make no fence call from the moment it is told.
+  const std::uint64_t calls = faults->calls();
+  target->mark_device_lost();
+  {
+    ORTMEM_CTS_PRECONDITION();
+    auto refused = owner().release_deferred(target->queue());
+    ASSERT_TRUE(refused);
+    ASSERT_EQ(refused->rejection(), DeferredEnqueueRejection::kDeviceLost);
+  }
+  target->signal_fences();
+  (void)target->drain();
+  target.reset();
+  ORTMEM_CTS_CHECKING("DQ-012");
+  EXPECT_EQ(faults->calls(), calls) << "the queue made " << faults->calls() - calls
+                                    << " fence calls (a driver call each) once it was told the device was lost";
+}
+
 ORTMEM_CTS_INSTANTIATE(DeferredProbe);
+ORTMEM_CTS_INSTANTIATE(FenceFaultProbe);
 
 }  // namespace
 }  // namespace ortmem::cts

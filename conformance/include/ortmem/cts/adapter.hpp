@@ -115,6 +115,21 @@ class ContextUnderTest {
   virtual void mark_device_lost() = 0;
 };
 
+// The fences of a queue whose fences are a test double (a simulated device's
+// events): the kit makes them fail as only a broken device does, and counts
+// every call the queue makes on them, so it can tell that a queue told of
+// device loss calls its device no more (DQ-012).
+class FenceFaults {
+ public:
+  virtual ~FenceFaults() = default;
+  // While set, every record fails: an event that cannot be recorded.
+  virtual void refuse_records(bool refuse) = 0;
+  // From now on every fence reports the device's error instead of passing.
+  virtual void break_fences() = 0;
+  // Every record (refused ones too), query and discard made so far.
+  [[nodiscard]] virtual std::uint64_t calls() const = 0;
+};
+
 // A deferred release queue under test plus its controls.
 class QueueUnderTest {
  public:
@@ -164,6 +179,11 @@ class QueueUnderTest {
     std::vector<std::string> violations;
   };
   [[nodiscard]] virtual std::optional<Settlements> settled_itself() const { return std::nullopt; }
+
+  // The queue's fences, where they are a test double the kit may fail; null
+  // where they are real (the kit cannot break a real device). Shared, so the
+  // kit can still count the calls made while the queue is destroyed.
+  [[nodiscard]] virtual std::shared_ptr<FenceFaults> fence_faults() const { return nullptr; }
 };
 
 // How a write through a mapping that must be read-only ended (SM-008).

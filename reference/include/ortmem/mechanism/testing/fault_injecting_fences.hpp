@@ -25,6 +25,7 @@ class FaultInjectingFences final : public StreamFences {
   explicit FaultInjectingFences(std::shared_ptr<HostStream> stream) : stream_(std::move(stream)) {}
 
   Expected<FenceToken, std::string> record() noexcept override {
+    record_calls_.fetch_add(1, std::memory_order_relaxed);
     if (refuse_records_.load(std::memory_order_acquire)) return fail(std::string("record refused (test double)"));
     recorded_.fetch_add(1, std::memory_order_relaxed);
     return stream_->submitted();
@@ -39,6 +40,10 @@ class FaultInjectingFences final : public StreamFences {
   void refuse_records(bool refuse) noexcept { refuse_records_.store(refuse, std::memory_order_release); }
   void break_fences() noexcept { broken_.store(true, std::memory_order_release); }
   [[nodiscard]] std::uint64_t recorded() const noexcept { return recorded_.load(std::memory_order_relaxed); }
+  // Every call on these fences: records (refused ones too), queries, discards.
+  [[nodiscard]] std::uint64_t calls() const noexcept {
+    return record_calls_.load(std::memory_order_relaxed) + queries() + discarded();
+  }
   [[nodiscard]] std::uint64_t queries() const noexcept { return queries_.load(std::memory_order_relaxed); }
   [[nodiscard]] std::uint64_t discarded() const noexcept { return discarded_.load(std::memory_order_relaxed); }
 
@@ -46,6 +51,7 @@ class FaultInjectingFences final : public StreamFences {
   const std::shared_ptr<HostStream> stream_;
   std::atomic<bool> refuse_records_{false};
   std::atomic<bool> broken_{false};
+  std::atomic<std::uint64_t> record_calls_{0};
   std::atomic<std::uint64_t> recorded_{0};
   std::atomic<std::uint64_t> queries_{0};
   std::atomic<std::uint64_t> discarded_{0};

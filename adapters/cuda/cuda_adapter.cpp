@@ -10,6 +10,7 @@
 
 #include "driver_fault_injection.hpp"
 #include "driver_write_probe.hpp"
+#include "host/reference_context.hpp"
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/cuda/cuda_allocator.hpp"
 #include "ortmem/cuda/cuda_device.hpp"
@@ -36,21 +37,7 @@ void check(cudaError_t error, const char* call) {
   }
 }
 
-class CudaContext final : public cts::ContextUnderTest {
- public:
-  explicit CudaContext(std::shared_ptr<cuda::CudaProviderContext> context) : context_(std::move(context)) {}
-  ProviderContextPinSource& pins() override { return *context_; }
-  std::optional<std::uint64_t> outstanding_pins() const override { return context_->outstanding_pins(); }
-  void begin_retirement() override { context_->begin_retirement(); }
-  bool teardown(std::chrono::steady_clock::time_point deadline) override {
-    return context_->teardown(deadline).has_value();
-  }
-  void mark_device_lost() override { context_->mark_device_lost(); }
-  [[nodiscard]] const std::shared_ptr<cuda::CudaProviderContext>& reference() const { return context_; }
-
- private:
-  std::shared_ptr<cuda::CudaProviderContext> context_;
-};
+using CudaContext = ReferenceContextUnderTest<cuda::CudaProviderContext>;
 
 // Work on the stream that lasts until the suite signals it: a host function
 // waiting on a gate. Host functions may block but must not call CUDA. Each

@@ -5,9 +5,6 @@
 #include "ortmem/cts/adapter_registry.hpp"
 #include "ortmem/cuda/cuda_virtual_allocator.hpp"
 #include "ortmem/cuda/testing/simulated_vmm_driver.hpp"
-#include "ortmem/mechanism/fenced_deferred_queue.hpp"
-#include "ortmem/mechanism/host_stream.hpp"
-#include "ortmem/mechanism/testing/fault_injecting_fences.hpp"
 
 namespace ortmem::adapters {
 namespace {
@@ -15,42 +12,6 @@ namespace {
 // 64 KiB: several granules per test stay cheap, and it differs from the page
 // size, so granule arithmetic that confuses the two is caught.
 constexpr std::size_t kSimulatedGranularity = std::size_t{64} << 10;
-
-// The simulated events as the kit fails and counts them.
-class SimulatedEventFaults final : public cts::FenceFaults {
- public:
-  explicit SimulatedEventFaults(std::shared_ptr<mechanism::testing::FaultInjectingFences> events)
-      : events_(std::move(events)) {}
-  void refuse_records(bool refuse) override { events_->refuse_records(refuse); }
-  void break_fences() override { events_->break_fences(); }
-  std::uint64_t calls() const override { return events_->calls(); }
-
- private:
-  const std::shared_ptr<mechanism::testing::FaultInjectingFences> events_;
-};
-
-// The event-fenced CUDA queue, its events simulated by a host stream.
-class SimulatedEventQueue final : public cts::QueueUnderTest {
- public:
-  SimulatedEventQueue(std::shared_ptr<ProviderContextPinSource> context, cts::QueueOptions options)
-      : queue_(std::move(context), events_, mechanism::FencedDeferredQueue::Options{options.capacity}) {}
-
-  DeferredReleaseQueue& queue() override { return queue_; }
-  void record_use() override { (void)stream_->submit(); }
-  void signal_fences() override { stream_->complete_all(); }
-  std::size_t drain() override { return queue_.poll(); }
-  void close() override { queue_.close(); }
-  void mark_device_lost() override { (void)queue_.mark_device_lost(); }
-  std::optional<std::size_t> capacity() const override { return queue_.capacity(); }
-  std::shared_ptr<cts::FenceFaults> fence_faults() const override { return faults_; }
-
- private:
-  std::shared_ptr<mechanism::HostStream> stream_ = std::make_shared<mechanism::HostStream>();
-  std::shared_ptr<mechanism::testing::FaultInjectingFences> events_ =
-      std::make_shared<mechanism::testing::FaultInjectingFences>(stream_);
-  std::shared_ptr<cts::FenceFaults> faults_ = std::make_shared<SimulatedEventFaults>(events_);
-  mechanism::FencedDeferredQueue queue_;
-};
 
 }  // namespace
 
@@ -73,7 +34,8 @@ std::shared_ptr<DeviceAllocator> SimulatedVmmAdapter::make_allocator() {
 
 std::unique_ptr<cts::QueueUnderTest> SimulatedVmmAdapter::make_queue(cts::ContextUnderTest& context,
                                                                      cts::QueueOptions options) {
-  return std::make_unique<SimulatedEventQueue>(dynamic_cast<HostContextUnderTest&>(context).shared_pins(), options);
+  return std::make_unique<HostQueueUnderTest>(dynamic_cast<HostContextUnderTest&>(context).shared_pins(), options,
+                                              HostQueueUnderTest::Fences::kSimulatedEvents);
 }
 
 std::shared_ptr<cuda::VmmDriver> SimulatedVmmAdapter::driver_over(

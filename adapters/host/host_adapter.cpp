@@ -9,13 +9,38 @@
 namespace ortmem::adapters {
 
 HostContextUnderTest::HostContextUnderTest(ProviderContextIdentity identity, cts::ContextOptions options)
-    : context_(std::make_shared<mechanism::ProviderContext>(
+    : ReferenceContextUnderTest(std::make_shared<mechanism::ProviderContext>(
           identity, mechanism::ProviderContext::Options{
                         options.max_outstanding_pins.value_or(mechanism::ProviderContext::kCounterCapacity)})) {}
 
-HostQueueUnderTest::HostQueueUnderTest(std::shared_ptr<ProviderContextPinSource> context, cts::QueueOptions options)
+namespace {
+
+// The simulated events as the kit fails and counts them.
+class SimulatedEventFaults final : public cts::FenceFaults {
+ public:
+  explicit SimulatedEventFaults(std::shared_ptr<mechanism::testing::FaultInjectingFences> events)
+      : events_(std::move(events)) {}
+  void refuse_records(bool refuse) override { events_->refuse_records(refuse); }
+  void break_fences() override { events_->break_fences(); }
+  std::uint64_t calls() const override { return events_->calls(); }
+
+ private:
+  const std::shared_ptr<mechanism::testing::FaultInjectingFences> events_;
+};
+
+}  // namespace
+
+HostQueueUnderTest::HostQueueUnderTest(std::shared_ptr<ProviderContextPinSource> context, cts::QueueOptions options,
+                                       Fences fences)
     : stream_(std::make_shared<mechanism::HostStream>()),
-      queue_(std::move(context), stream_, mechanism::FencedDeferredQueue::Options{options.capacity}) {}
+      events_(fences == Fences::kSimulatedEvents ? std::make_shared<mechanism::testing::FaultInjectingFences>(stream_)
+                                                 : nullptr),
+      queue_(std::move(context), events_ ? std::shared_ptr<mechanism::StreamFences>(events_) : stream_,
+             mechanism::FencedDeferredQueue::Options{options.capacity}) {}
+
+std::shared_ptr<cts::FenceFaults> HostQueueUnderTest::fence_faults() const {
+  return events_ ? std::make_shared<SimulatedEventFaults>(events_) : nullptr;
+}
 
 // Empty spans may carry null pointers, which memset and memcpy must never see.
 void HostMemory::fill(void* ptr, std::size_t bytes, std::uint8_t value) {

@@ -6,12 +6,15 @@
 // start from the reference and break exactly one rule.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "ortmem/cts/adapter.hpp"
 #include "ortmem/mechanism/fenced_deferred_queue.hpp"
 #include "ortmem/mechanism/host_stream.hpp"
 #include "ortmem/mechanism/provider_context.hpp"
+#include "ortmem/mechanism/testing/fault_injecting_fences.hpp"
+#include "reference_context.hpp"
 
 namespace ortmem::adapters {
 
@@ -30,31 +33,21 @@ std::shared_ptr<HostMemoryAllocator> scoped_to_context(std::shared_ptr<HostMemor
           }};
 }
 
-class HostContextUnderTest : public cts::ContextUnderTest {
+class HostContextUnderTest : public ReferenceContextUnderTest<mechanism::ProviderContext> {
  public:
   HostContextUnderTest(ProviderContextIdentity identity, cts::ContextOptions options);
 
-  ProviderContextPinSource& pins() override { return *context_; }
-  std::optional<std::uint64_t> outstanding_pins() const override { return context_->outstanding_pins(); }
-  void begin_retirement() override { context_->begin_retirement(); }
-  bool teardown(std::chrono::steady_clock::time_point deadline) override {
-    return context_->teardown(deadline).has_value();
-  }
-  void mark_device_lost() override { context_->mark_device_lost(); }
-
   // The pin source a queue of this context pins through.
-  [[nodiscard]] virtual std::shared_ptr<ProviderContextPinSource> shared_pins() { return context_; }
-
-  // The reference context underneath (for adapters built on this one).
-  [[nodiscard]] const std::shared_ptr<mechanism::ProviderContext>& reference() const { return context_; }
-
- private:
-  std::shared_ptr<mechanism::ProviderContext> context_;
+  [[nodiscard]] virtual std::shared_ptr<ProviderContextPinSource> shared_pins() { return reference(); }
 };
 
+// The reference queue, fenced by a host stream: directly, or through
+// simulated CUDA events over it (FenceFaults: the kit can make those fail).
 class HostQueueUnderTest : public cts::QueueUnderTest {
  public:
-  HostQueueUnderTest(std::shared_ptr<ProviderContextPinSource> context, cts::QueueOptions options);
+  enum class Fences : std::uint8_t { kHostStream, kSimulatedEvents };
+  HostQueueUnderTest(std::shared_ptr<ProviderContextPinSource> context, cts::QueueOptions options,
+                     Fences fences = Fences::kHostStream);
 
   DeferredReleaseQueue& queue() override { return queue_; }
   void record_use() override { (void)stream_->submit(); }
@@ -63,9 +56,11 @@ class HostQueueUnderTest : public cts::QueueUnderTest {
   void close() override { queue_.close(); }
   void mark_device_lost() override { (void)queue_.mark_device_lost(); }
   std::optional<std::size_t> capacity() const override { return queue_.capacity(); }
+  std::shared_ptr<cts::FenceFaults> fence_faults() const override;
 
  private:
   std::shared_ptr<mechanism::HostStream> stream_;
+  std::shared_ptr<mechanism::testing::FaultInjectingFences> events_;  // null: the stream's own fences
   mechanism::FencedDeferredQueue queue_;
 };
 

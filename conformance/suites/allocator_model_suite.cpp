@@ -106,13 +106,6 @@ struct System {
 
 using Command = rc::state::Command<Model, System>;
 
-int pick(const Model& model) {
-  RC_PRE(!model.live.empty());
-  std::vector<int> ids;
-  for (const auto& [id, block] : model.live) ids.push_back(id);
-  return *rc::gen::elementOf(ids);
-}
-
 struct Allocate final : Command {
   std::size_t bytes = *edge_biased_size();
   std::size_t align = *any_alignment();
@@ -142,7 +135,7 @@ struct Allocate final : Command {
 
 struct Check final : Command {
   int id;
-  explicit Check(const Model& model) : id(pick(model)) {}
+  explicit Check(const Model& model) : id(any_key(model.live)) {}
   void checkPreconditions(const Model& model) const override { RC_PRE(model.live.contains(id)); }
   void apply(Model&) const override {}
   void run(const Model& model, System& system) const override {
@@ -153,7 +146,7 @@ struct Check final : Command {
 
 struct Release final : Command {
   int id;
-  explicit Release(const Model& model) : id(pick(model)) {}
+  explicit Release(const Model& model) : id(any_key(model.live)) {}
   void checkPreconditions(const Model& model) const override { RC_PRE(model.live.contains(id)); }
   void apply(Model& model) const override { model.live.erase(id); }
   void run(const Model& model, System& system) const override {
@@ -186,7 +179,7 @@ struct Release final : Command {
 struct MismatchedRelease final : Command {
   int id;
   int how = *rc::gen::inRange(0, 4);
-  explicit MismatchedRelease(const Model& model) : id(pick(model)) {}
+  explicit MismatchedRelease(const Model& model) : id(any_key(model.live)) {}
   void checkPreconditions(const Model& model) const override { RC_PRE(model.live.contains(id)); }
   void apply(Model&) const override {}
   void run(const Model& model, System& system) const override {

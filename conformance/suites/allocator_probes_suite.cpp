@@ -38,16 +38,11 @@ struct Block {
   std::uint8_t pattern = 0;
 };
 
-class AllocatorProbe : public AdapterSuite {
+class AllocatorProbe : public AllocatorSuite {
  protected:
-  void SetUp() override {
-    AdapterSuite::SetUp();
-    allocator_ = adapter().make_allocator();
-    ASSERT_NE(allocator_, nullptr);
-  }
   void TearDown() override {
     for (const auto& [address, block] : live_) (void)allocator_->release(block.ptr, block.bytes, block.align);
-    AdapterSuite::TearDown();
+    AllocatorSuite::TearDown();
   }
 
   // Runs `cycles` of allocate, a 4 KiB fill and a completed release of
@@ -145,7 +140,6 @@ class AllocatorProbe : public AdapterSuite {
     EXPECT_EQ(outcome.accounting()->allocation_bytes, block.bytes);
   }
 
-  std::shared_ptr<DeviceAllocator> allocator_;
   std::map<std::uintptr_t, Block> live_;
 };
 

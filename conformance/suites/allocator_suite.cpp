@@ -13,15 +13,11 @@
 namespace ortmem::cts {
 namespace {
 
-class Allocator : public AdapterSuite {
+class Allocator : public AllocatorSuite {
  protected:
-  void SetUp() override {
-    AdapterSuite::SetUp();
-    allocator_ = adapter().make_allocator();
-    ASSERT_NE(allocator_, nullptr);
-  }
   void TearDown() override {
     for (const Block& block : live_) (void)allocator_->release(block.ptr, block.bytes, block.align);
+    AllocatorSuite::TearDown();
   }
 
   struct Block {
@@ -58,7 +54,6 @@ class Allocator : public AdapterSuite {
     return reads_as(adapter().memory(), ptr, bytes, value);
   }
 
-  std::shared_ptr<DeviceAllocator> allocator_;
   std::vector<Block> live_;
 };
 

@@ -231,11 +231,6 @@ Model after(const Command& command, const Model& model) {
   return next;
 }
 
-int pick(const Model& model) {
-  RC_PRE(!model.pins.empty());
-  return *rc::gen::elementOf(std::vector<int>(model.pins.begin(), model.pins.end()));
-}
-
 PinResult pin_on_another_thread(System& system) {
   std::optional<PinResult> taken;
   system.crew.elsewhere([&] { taken.emplace(system.context->pins().pin()); });
@@ -352,7 +347,7 @@ struct TakePins final : Command {
 struct DropPin final : Command {
   int id;
   bool elsewhere = *rc::gen::weightedOneOf<bool>({{3, rc::gen::just(false)}, {1, rc::gen::just(true)}});
-  explicit DropPin(const Model& model) : id(pick(model)) {}
+  explicit DropPin(const Model& model) : id(any_key(model.pins)) {}
   void checkPreconditions(const Model& model) const override { RC_PRE(model.pins.contains(id)); }
   void apply(Model& model) const override { model.pins.erase(id); }
   void run(const Model& model, System& system) const override {

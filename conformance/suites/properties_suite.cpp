@@ -169,17 +169,9 @@ struct Allocate final : LifecycleCommand {
   void show(std::ostream& os) const override { os << "allocate_owning(" << bytes << ", " << align << ")"; }
 };
 
-// Picks a live slot, or discards the command when there is none.
-int pick_slot(const LifecycleModel& model) {
-  RC_PRE(!model.live.empty());
-  std::vector<int> slots;
-  for (const auto& [slot, allocation] : model.live) slots.push_back(slot);
-  return *rc::gen::elementOf(slots);
-}
-
 struct LendView final : LifecycleCommand {
   int slot;
-  explicit LendView(const LifecycleModel& model) : slot(pick_slot(model)) {}
+  explicit LendView(const LifecycleModel& model) : slot(any_key(model.live)) {}
   void checkPreconditions(const LifecycleModel& model) const override {
     RC_PRE(model.live.contains(slot) && model.active());
   }
@@ -195,7 +187,7 @@ struct LendView final : LifecycleCommand {
 
 struct DropView final : LifecycleCommand {
   int slot;
-  explicit DropView(const LifecycleModel& model) : slot(pick_slot(model)) {}
+  explicit DropView(const LifecycleModel& model) : slot(any_key(model.live)) {}
   void checkPreconditions(const LifecycleModel& model) const override {
     RC_PRE(model.live.contains(slot) && model.live.at(slot).views > 0);
   }
@@ -209,7 +201,7 @@ struct DropView final : LifecycleCommand {
 
 struct ReleaseNow final : LifecycleCommand {
   int slot;
-  explicit ReleaseNow(const LifecycleModel& model) : slot(pick_slot(model)) {}
+  explicit ReleaseNow(const LifecycleModel& model) : slot(any_key(model.live)) {}
   void checkPreconditions(const LifecycleModel& model) const override {
     RC_PRE(model.live.contains(slot) && model.releasable() && !model.terminated);
   }
@@ -242,7 +234,7 @@ struct ReleaseNow final : LifecycleCommand {
 
 struct ReleaseDeferred final : LifecycleCommand {
   int slot;
-  explicit ReleaseDeferred(const LifecycleModel& model) : slot(pick_slot(model)) {}
+  explicit ReleaseDeferred(const LifecycleModel& model) : slot(any_key(model.live)) {}
   void checkPreconditions(const LifecycleModel& model) const override {
     RC_PRE(model.live.contains(slot) && model.releasable() && !model.terminated);
   }
@@ -295,7 +287,7 @@ struct SignalAndDrain final : LifecycleCommand {
 
 struct DropOwner final : LifecycleCommand {
   int slot;
-  explicit DropOwner(const LifecycleModel& model) : slot(pick_slot(model)) {}
+  explicit DropOwner(const LifecycleModel& model) : slot(any_key(model.live)) {}
   void checkPreconditions(const LifecycleModel& model) const override {
     RC_PRE(model.live.contains(slot) && !model.terminated && !model.lost);
   }

@@ -228,13 +228,6 @@ std::size_t edge_length(std::size_t room, std::size_t g) {
 
 std::size_t any_alignment(std::size_t g) { return *rc::gen::elementOf(std::vector<std::size_t>{64, 1, 4096, g}); }
 
-int pick(const Model& model) {
-  RC_PRE(!model.live.empty());
-  std::vector<int> ids;
-  for (const auto& [id, r] : model.live) ids.push_back(id);
-  return *rc::gen::elementOf(ids);
-}
-
 // One range of one live allocation.
 struct Piece {
   int id;
@@ -243,7 +236,7 @@ struct Piece {
 };
 
 Piece any_piece(const Model& model) {
-  const int id = pick(model);
+  const int id = any_key(model.live);
   const std::size_t bytes = model.live.at(id).bytes;
   const std::size_t offset = edge_offset(bytes, model.granule);
   return {id, offset, edge_length(bytes - offset, model.granule)};
@@ -583,7 +576,7 @@ struct InvalidCall final : Command {
       length = 1;
       return;
     }
-    id = pick(model);
+    id = any_key(model.live);
     const Reservation& r = model.live.at(id);
     stated_bytes = r.bytes;
     stated_align = r.align;
@@ -803,7 +796,7 @@ void judge_release(const AllocationReleaseOutcome& outcome, const System::Held& 
 
 struct Release final : Command {
   int id;
-  explicit Release(const Model& model) : id(pick(model)) {}
+  explicit Release(const Model& model) : id(any_key(model.live)) {}
   void checkPreconditions(const Model& model) const override { RC_PRE(model.live.contains(id)); }
   void apply(Model& model) const override { model.live.erase(id); }
   void run(const Model& model, System& system) const override {
@@ -825,7 +818,7 @@ struct Release final : Command {
 
 struct CheckContent final : Command {
   int id;
-  explicit CheckContent(const Model& model) : id(pick(model)) {}
+  explicit CheckContent(const Model& model) : id(any_key(model.live)) {}
   void checkPreconditions(const Model& model) const override { RC_PRE(model.live.contains(id)); }
   void apply(Model&) const override {}
   void run(const Model& model, System& system) const override {
@@ -1005,7 +998,7 @@ struct FaultyCommit final : Command {
 struct FaultyRelease final : Command {
   int id;
   std::size_t nth;
-  explicit FaultyRelease(const Model& model) : id(pick(model)), nth(*rc::gen::inRange<std::size_t>(1, 5)) {}
+  explicit FaultyRelease(const Model& model) : id(any_key(model.live)), nth(*rc::gen::inRange<std::size_t>(1, 5)) {}
   void checkPreconditions(const Model& model) const override {
     RC_PRE(model.release_faults);
     RC_PRE(model.live.contains(id));

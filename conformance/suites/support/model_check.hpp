@@ -8,10 +8,28 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "support/suite.hpp"
 
 namespace ortmem::cts {
+
+// A key of `items` (a map's keys, or a set's elements) chosen at random: the
+// object a command acts on. Discards the command when there is none.
+template <class Items>
+typename Items::key_type any_key(const Items& items) {
+  RC_PRE(!items.empty());
+  std::vector<typename Items::key_type> keys;
+  keys.reserve(items.size());
+  for (const auto& item : items) {
+    if constexpr (requires { item.first; }) {
+      keys.push_back(item.first);
+    } else {
+      keys.push_back(item);
+    }
+  }
+  return *rc::gen::elementOf(keys);
+}
 
 // In a model's command: fails, charged to `ids` (space-separated requirement
 // ids), unless `seen` is what the model `expected`; the message gives both.

@@ -128,6 +128,19 @@ class AdapterSuite : public ::testing::TestWithParam<std::string> {
   bool broken_ = false;
 };
 
+// A fixture over a fresh allocator of the adapter's.
+class AllocatorSuite : public AdapterSuite {
+ protected:
+  void SetUp() override {
+    AdapterSuite::SetUp();
+    if (HasFatalFailure()) return;
+    allocator_ = adapter().make_allocator();
+    ASSERT_NE(allocator_, nullptr);
+  }
+
+  std::shared_ptr<DeviceAllocator> allocator_;
+};
+
 // Instance names are the adapter names, with anything GoogleTest does not
 // allow in a name made '_': "Allocator.AlignedNonNull/host".
 struct AdapterName {

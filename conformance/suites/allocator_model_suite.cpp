@@ -133,10 +133,8 @@ struct Allocate final : Command {
   void show(std::ostream& os) const override { os << "allocate(" << bytes << ", " << align << ")"; }
 };
 
-struct Check final : Command {
-  int id;
-  explicit Check(const Model& model) : id(any_key(model.live)) {}
-  void checkPreconditions(const Model& model) const override { RC_PRE(model.live.contains(id)); }
+struct Check final : OnOneLive<Command> {
+  using OnOneLive::OnOneLive;
   void apply(Model&) const override {}
   void run(const Model& model, System& system) const override {
     ORTMEM_CTS_RC_ASSERT("ALLOC-015", system.intact(id, model.live.at(id).pattern));
@@ -144,10 +142,8 @@ struct Check final : Command {
   void show(std::ostream& os) const override { os << "check block " << id; }
 };
 
-struct Release final : Command {
-  int id;
-  explicit Release(const Model& model) : id(any_key(model.live)) {}
-  void checkPreconditions(const Model& model) const override { RC_PRE(model.live.contains(id)); }
+struct Release final : OnOneLive<Command> {
+  using OnOneLive::OnOneLive;
   void apply(Model& model) const override { model.live.erase(id); }
   void run(const Model& model, System& system) const override {
     const Model::Block& block = model.live.at(id);
@@ -176,11 +172,9 @@ struct Release final : Command {
   void show(std::ostream& os) const override { os << "release block " << id; }
 };
 
-struct MismatchedRelease final : Command {
-  int id;
+struct MismatchedRelease final : OnOneLive<Command> {
   int how = *rc::gen::inRange(0, 4);
-  explicit MismatchedRelease(const Model& model) : id(any_key(model.live)) {}
-  void checkPreconditions(const Model& model) const override { RC_PRE(model.live.contains(id)); }
+  using OnOneLive::OnOneLive;
   void apply(Model&) const override {}
   void run(const Model& model, System& system) const override {
     const Model::Block& block = model.live.at(id);

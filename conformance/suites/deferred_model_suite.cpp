@@ -593,10 +593,8 @@ struct Drain final : Command {
   void show(std::ostream& os) const override { os << "drain"; }
 };
 
-struct Close final : Command {
+struct Close final : HappensOnce<Command, &Model::closed> {
   explicit Close(const Model&) {}
-  void checkPreconditions(const Model& model) const override { RC_PRE(!model.closed); }
-  void apply(Model& model) const override { model.closed = true; }
   void run(const Model& model, System& system) const override {
     system.queue->close();
     for (auto& entry : system.waiting) entry.before_close = true;
@@ -605,10 +603,8 @@ struct Close final : Command {
   void show(std::ostream& os) const override { os << "close"; }
 };
 
-struct LoseDevice final : Command {
+struct LoseDevice final : HappensOnce<Command, &Model::lost> {
   explicit LoseDevice(const Model&) {}
-  void checkPreconditions(const Model& model) const override { RC_PRE(!model.lost); }
-  void apply(Model& model) const override { model.lost = true; }
   void run(const Model& model, System& system) const override {
     system.queue->mark_device_lost();
     system.settle(model, Call::kLoseDevice);
@@ -616,10 +612,8 @@ struct LoseDevice final : Command {
   void show(std::ostream& os) const override { os << "mark the device lost"; }
 };
 
-struct RetireContext final : Command {
+struct RetireContext final : HappensOnce<Command, &Model::retiring> {
   explicit RetireContext(const Model&) {}
-  void checkPreconditions(const Model& model) const override { RC_PRE(!model.retiring); }
-  void apply(Model& model) const override { model.retiring = true; }
   void run(const Model& model, System& system) const override {
     system.harness->context->begin_retirement();
     system.settle(model, Call::kOther);

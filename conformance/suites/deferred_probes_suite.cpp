@@ -29,6 +29,14 @@ class DeferredProbe : public RequiringCapability<RegistrySuite, Capability::kDef
     ASSERT_TRUE(disposition->is_queued()) << "refused: " << static_cast<int>(disposition->rejection().value());
   }
   [[nodiscard]] std::size_t releases(const QueueUnderTest& target) const { return harness_->releases_run(target); }
+  // Up to `wanted` requests (no more than a bounded queue holds) left
+  // waiting behind unfinished work; returns how many.
+  std::size_t enqueue_behind_work(QueueUnderTest& target, std::size_t wanted) {
+    target.record_use();
+    const std::size_t count = std::min(wanted, target.capacity().value_or(wanted));
+    for (std::size_t i = 0; i < count && !HasFatalFailure(); ++i) enqueue(target);
+    return count;
+  }
 };
 
 TEST_P(DeferredProbe, ARequestEnqueuedAfterADrainEmptiedTheQueueStillWaitsForItsFence) {
@@ -76,9 +84,7 @@ TEST_P(DeferredProbe, ManyPendingRequestsSettledByDeviceLossLeaveTheContextFreeT
   ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
   ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueDeviceLoss);
   auto target = queue();
-  target->record_use();
-  const std::size_t pending = std::min<std::size_t>(6, target->capacity().value_or(6));
-  for (std::size_t i = 0; i < pending; ++i) enqueue(*target);
+  const std::size_t pending = enqueue_behind_work(*target, 6);
   target->mark_device_lost();
   harness_->context->begin_retirement();
   ORTMEM_CTS_CHECKING("DQ-013");
@@ -94,9 +100,7 @@ TEST_P(DeferredProbe, RequestsDrainedIntoALostMechanismLeaveTheContextFreeToTear
   ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
   ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueDeviceLoss);
   auto target = queue();
-  target->record_use();
-  const std::size_t pending = std::min<std::size_t>(4, target->capacity().value_or(4));
-  for (std::size_t i = 0; i < pending; ++i) enqueue(*target);
+  const std::size_t pending = enqueue_behind_work(*target, 4);
   {
     ORTMEM_CTS_PRECONDITION();
     ASSERT_TRUE(harness_->registry.invalidate_device(adapter().info().device, "the kit declared the device lost"));

@@ -26,6 +26,24 @@ class Deferred : public RequiringCapability<RegistrySuite, Capability::kDeferred
     queue_->record_use();
   }
 
+  // A fresh owner's release, enqueued on `target` itself (not through the
+  // registry) with a pin of the queue's own, and the identity it carried:
+  // what a check of the answer compares a handed-back request with.
+  struct Enqueued {
+    AllocationIdentity identity;
+    Expected<DeferredEnqueued, DeferredEnqueueError> answer;
+  };
+  std::optional<Enqueued> enqueue_directly(QueueUnderTest& target) {
+    ORTMEM_CTS_PRECONDITION();
+    auto prepared = owner().prepare_release();
+    EXPECT_TRUE(prepared);
+    auto pin = target.queue().pin_context();
+    EXPECT_TRUE(pin);
+    if (!prepared || !pin) return std::nullopt;
+    const AllocationIdentity identity = prepared->identity();
+    return Enqueued{identity, target.queue().enqueue(std::move(*prepared), std::move(*pin))};
+  }
+
   // Enqueues a fresh request with `pin`, which is no claim on the queue's
   // context, and judges the answer (see APinThatClaimsNothingIsRefusedOrReplaced).
   void expect_refused_or_pinned(ProviderContextPin pin) {
@@ -139,12 +157,9 @@ TEST_P(Deferred, ARefusedEnqueueHandsBackTheExactRequest) {
   covers("DQ-005", "DQ-006");
   ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueClose);
   queue_->close();
-  auto prepared = owner().prepare_release();
-  ASSERT_TRUE(prepared);
-  const AllocationIdentity identity = prepared->identity();
-  auto pin = queue_->queue().pin_context();
-  ASSERT_TRUE(pin);
-  auto refused = queue_->queue().enqueue(std::move(*prepared), std::move(*pin));
+  auto enqueued = enqueue_directly(*queue_);
+  ASSERT_TRUE(enqueued);
+  auto& [identity, refused] = *enqueued;
   ASSERT_FALSE(refused) << "a closed queue accepted a request";
   {
     ORTMEM_CTS_CHECKING("DQ-006");
@@ -169,12 +184,9 @@ TEST_P(Deferred, AFullQueueHandsBackTheRequestItWasGivenNotAnother) {
     ASSERT_TRUE(owner().release_deferred(bounded->queue())) << "enqueue " << i << " of " << *capacity;
   }
   // Several requests wait, so a queue could be tempted to make room.
-  auto prepared = owner().prepare_release();
-  ASSERT_TRUE(prepared);
-  const AllocationIdentity identity = prepared->identity();
-  auto pin = bounded->queue().pin_context();
-  ASSERT_TRUE(pin);
-  auto refused = bounded->queue().enqueue(std::move(*prepared), std::move(*pin));
+  auto enqueued = enqueue_directly(*bounded);
+  ASSERT_TRUE(enqueued);
+  auto& [identity, refused] = *enqueued;
   {
     ORTMEM_CTS_PRECONDITION();
     ASSERT_FALSE(refused) << "a full queue accepted one request more than its capacity";

@@ -315,10 +315,8 @@ struct Retire final : LifecycleCommand {
   void show(std::ostream& os) const override { os << "retire"; }
 };
 
-struct Invalidate final : LifecycleCommand {
+struct Invalidate final : HappensOnce<LifecycleCommand, &LifecycleModel::lost> {
   explicit Invalidate(const LifecycleModel&) {}
-  void checkPreconditions(const LifecycleModel& model) const override { RC_PRE(!model.lost); }
-  void apply(LifecycleModel& model) const override { model.lost = true; }
   void run(const LifecycleModel& model, LifecycleSut& sut) const override {
     ORTMEM_CTS_RC_PRECONDITION(
         sut.harness.registry.invalidate_device(sut.adapter.info().device, "property: lost").has_value());

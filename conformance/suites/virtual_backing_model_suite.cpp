@@ -794,10 +794,8 @@ void judge_release(const AllocationReleaseOutcome& outcome, const System::Held& 
   ORTMEM_CTS_RC_ASSERT("ALLOC-020", system.allocator->release(held.ptr, held.bytes, held.align).is_failed());
 }
 
-struct Release final : Command {
-  int id;
-  explicit Release(const Model& model) : id(any_key(model.live)) {}
-  void checkPreconditions(const Model& model) const override { RC_PRE(model.live.contains(id)); }
+struct Release final : OnOneLive<Command> {
+  using OnOneLive::OnOneLive;
   void apply(Model& model) const override { model.live.erase(id); }
   void run(const Model& model, System& system) const override {
     const Reservation& r = model.live.at(id);
@@ -816,10 +814,8 @@ struct Release final : Command {
   void show(std::ostream& os) const override { os << "release #" << id; }
 };
 
-struct CheckContent final : Command {
-  int id;
-  explicit CheckContent(const Model& model) : id(any_key(model.live)) {}
-  void checkPreconditions(const Model& model) const override { RC_PRE(model.live.contains(id)); }
+struct CheckContent final : OnOneLive<Command> {
+  using OnOneLive::OnOneLive;
   void apply(Model&) const override {}
   void run(const Model& model, System& system) const override {
     ORTMEM_CTS_RC_ASSERT("ALLOC-015", system.matches(model, id, 0, model.live.at(id).bytes));
@@ -995,13 +991,12 @@ struct FaultyCommit final : Command {
 // A release whose nth unmap step fails. How many steps a release takes is
 // the adapter's business, so any of the three outcomes may come back; each is
 // judged by what it claims, against the model's mapped bytes.
-struct FaultyRelease final : Command {
-  int id;
+struct FaultyRelease final : OnOneLive<Command> {
   std::size_t nth;
-  explicit FaultyRelease(const Model& model) : id(any_key(model.live)), nth(*rc::gen::inRange<std::size_t>(1, 5)) {}
+  explicit FaultyRelease(const Model& model) : OnOneLive(model), nth(*rc::gen::inRange<std::size_t>(1, 5)) {}
   void checkPreconditions(const Model& model) const override {
     RC_PRE(model.release_faults);
-    RC_PRE(model.live.contains(id));
+    OnOneLive::checkPreconditions(model);
   }
   void apply(Model& model) const override {
     model.retired += model.granules(model.live.at(id).bytes) * model.granule;

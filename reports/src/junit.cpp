@@ -95,15 +95,17 @@ std::string to_junit_xml(const Report& report) {
         case TestStatus::kPass: out << "/>\n"; continue;
         case TestStatus::kFail:
         case TestStatus::kFlaky:
-          out << ">\n      <failure type=\"" << to_string(test->status) << "\" message=\""
-              << xml_escape(first.substr(0, 200)) << "\">" << xml_escape(failure_text(*test)) << "</failure>\n";
-          break;
         case TestStatus::kCrash:
         case TestStatus::kTimeout:
-        case TestStatus::kError:
-          out << ">\n      <error type=\"" << to_string(test->status) << "\" message=\""
-              << xml_escape(first.substr(0, 200)) << "\">" << xml_escape(failure_text(*test)) << "</error>\n";
+        case TestStatus::kError: {
+          // JUnit tells a check that failed from a test that could not finish.
+          const bool failed = test->status == TestStatus::kFail || test->status == TestStatus::kFlaky;
+          const std::string_view element = failed ? "failure" : "error";
+          out << ">\n      <" << element << " type=\"" << to_string(test->status) << "\" message=\""
+              << xml_escape(first.substr(0, 200)) << "\">" << xml_escape(failure_text(*test)) << "</" << element
+              << ">\n";
           break;
+        }
         case TestStatus::kNotApplicable:
         case TestStatus::kSkipped:
         case TestStatus::kWaived: out << ">\n      <skipped/>\n"; break;

@@ -31,6 +31,26 @@ typename Items::key_type any_key(const Items& items) {
   return *rc::gen::elementOf(keys);
 }
 
+// A command on one live object of the model (a key of `model.live`), chosen
+// when the command is made; the command is discarded once it is gone.
+template <class Base>
+struct OnOneLive : Base {
+  using Model = typename Base::Model;
+  explicit OnOneLive(const Model& model) : id(any_key(model.live)) {}
+  void checkPreconditions(const Model& model) const override { RC_PRE(model.live.contains(id)); }
+
+  int id;
+};
+
+// A command that happens at most once in a run (a close, a device loss): it
+// sets `flag` in the model, and is not chosen again once the flag is set.
+template <class Base, auto flag>
+struct HappensOnce : Base {
+  using Model = typename Base::Model;
+  void checkPreconditions(const Model& model) const override { RC_PRE(!(model.*flag)); }
+  void apply(Model& model) const override { model.*flag = true; }
+};
+
 // In a model's command: fails, charged to `ids` (space-separated requirement
 // ids), unless `seen` is what the model `expected`; the message gives both.
 inline void expect_equal(const char* ids, const char* what, std::uint64_t seen, std::uint64_t expected) {

@@ -782,6 +782,8 @@ void judge_release(const AllocationReleaseOutcome& outcome, const System::Held& 
   // What was really unmapped: whole granules, no more than were mapped.
   ORTMEM_CTS_RC_ASSERT("ALLOC-019", accounting.unmapped_bytes <= mapped);
   ORTMEM_CTS_RC_ASSERT("ALLOC-019", accounting.unmapped_bytes % granule == 0);
+  // What it still holds is of the allocation's own memory, mapped or physical: whole granules too.
+  ORTMEM_CTS_RC_ASSERT("ALLOC-019", residual.retained_bytes % granule == 0);
   const bool still_mapped = accounting.unmapped_bytes < mapped;
   ORTMEM_CTS_RC_ASSERT("ALLOC-019", residual.state == (still_mapped ? AllocationReleaseState::kPartiallyUnmapped
                                                                     : AllocationReleaseState::kQuarantined));

@@ -75,8 +75,12 @@ class DeviceAllocator {
 
  protected:
   DeviceAllocator() = default;
-  DeviceAllocator(const DeviceAllocator&) = default;
-  DeviceAllocator& operator=(const DeviceAllocator&) = default;
+
+ public:
+  // An allocator owns the records of its live allocations: a copy would
+  // split them, and two owners could each release the same memory.
+  DeviceAllocator(const DeviceAllocator&) = delete;
+  DeviceAllocator& operator=(const DeviceAllocator&) = delete;
 };
 
 // True when `align` is a power of two (zero is not).

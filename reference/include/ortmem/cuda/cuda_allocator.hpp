@@ -38,8 +38,6 @@ class CudaAllocator final : public DeviceAllocator {
   [[nodiscard]] static Expected<std::shared_ptr<CudaAllocator>, MemoryError> create(int ordinal);
   // Frees no block (what is left may be quarantined); does not wait for the device.
   ~CudaAllocator() override;
-  CudaAllocator(const CudaAllocator&) = delete;
-  CudaAllocator& operator=(const CudaAllocator&) = delete;
 
   [[nodiscard]] Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override;
   [[nodiscard]] AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override;

@@ -60,8 +60,6 @@ class CudaVirtualAllocator final : public DeviceAllocator, public VirtualBacking
       std::shared_ptr<VmmDriver> driver, Options options);
   // Gives nothing back: what is left may be quarantined (see the .cpp).
   ~CudaVirtualAllocator() override;
-  CudaVirtualAllocator(const CudaVirtualAllocator&) = delete;
-  CudaVirtualAllocator& operator=(const CudaVirtualAllocator&) = delete;
 
   // DeviceAllocator: an ordinary allocation is reserved and fully committed.
   [[nodiscard]] Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override;

@@ -28,8 +28,6 @@ class HostAllocator final : public DeviceAllocator {
   // quarantined memory is never reissued, so it stays allocated for the life
   // of the process unless reclaim_all_after_context_destroyed() is called.
   ~HostAllocator() override;
-  HostAllocator(const HostAllocator&) = delete;
-  HostAllocator& operator=(const HostAllocator&) = delete;
 
   [[nodiscard]] Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override;
   [[nodiscard]] AllocationReleaseOutcome release(void* ptr, std::size_t bytes, std::size_t align) noexcept override;

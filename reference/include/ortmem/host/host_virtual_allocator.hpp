@@ -53,8 +53,6 @@ class HostVirtualAllocator final : public DeviceAllocator, public VirtualBacking
   // Unmaps nothing: a region still reserved may be quarantined, and its
   // addresses must never be reissued (see reclaim_all_after_context_destroyed).
   ~HostVirtualAllocator() override;
-  HostVirtualAllocator(const HostVirtualAllocator&) = delete;
-  HostVirtualAllocator& operator=(const HostVirtualAllocator&) = delete;
 
   // DeviceAllocator: an ordinary allocation is reserved and fully committed.
   [[nodiscard]] Expected<void*, MemoryError> allocate(std::size_t bytes, std::size_t align) noexcept override;

@@ -6,6 +6,7 @@
 // every step.
 #include <algorithm>
 #include <chrono>
+#include <string_view>
 #include <vector>
 
 #include "support/registry_harness.hpp"
@@ -79,26 +80,41 @@ TEST_P(DeferredProbe, DeviceLossBetweenTheSignalAndTheDrainMakesNoAllocatorCall)
       << harness_->snapshot().quarantined_allocations << " quarantined";
 }
 
-TEST_P(DeferredProbe, ManyPendingRequestsSettledByDeviceLossLeaveTheContextFreeToTearDown) {
+// DQ-013's probes: requests left waiting behind work settle without the
+// allocator, on a queue whose fences and device loss the kit controls.
+class SettledResiduals : public DeferredProbe {
+ protected:
+  void SetUp() override {
+    DeferredProbe::SetUp();
+    if (ended()) return;
+    ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
+    ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueDeviceLoss);
+  }
+
+  // DQ-013: once `pending` requests settled without the allocator (`how`),
+  // the queue holds only their residuals, which must not keep its context
+  // from tearing down.
+  void expect_context_tears_down(std::size_t pending, std::string_view how) {
+    harness_->context->begin_retirement();
+    ORTMEM_CTS_CHECKING("DQ-013");
+    EXPECT_TRUE(harness_->context->teardown(std::chrono::steady_clock::now() + std::chrono::seconds(5)))
+        << "a queue holding only the residuals of " << pending << " requests " << how << " kept its context";
+  }
+};
+
+TEST_P(SettledResiduals, ManyPendingRequestsSettledByDeviceLossLeaveTheContextFreeToTearDown) {
   covers("DQ-013");
-  ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
-  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueDeviceLoss);
   auto target = queue();
   const std::size_t pending = enqueue_behind_work(*target, 6);
   target->mark_device_lost();
-  harness_->context->begin_retirement();
-  ORTMEM_CTS_CHECKING("DQ-013");
-  EXPECT_TRUE(harness_->context->teardown(std::chrono::steady_clock::now() + std::chrono::seconds(5)))
-      << "a queue holding only residuals of " << pending << " settled requests kept its context";
+  expect_context_tears_down(pending, "settled by device loss");
 }
 
 // The other way requests settle without the allocator: the queue drains them
 // into a mechanism the registry has already declared device-lost, so each
 // settles as a device-lost residual, and the queue itself never saw a loss.
-TEST_P(DeferredProbe, RequestsDrainedIntoALostMechanismLeaveTheContextFreeToTearDown) {
+TEST_P(SettledResiduals, RequestsDrainedIntoALostMechanismLeaveTheContextFreeToTearDown) {
   covers("DQ-013");
-  ORTMEM_CTS_REQUIRE_CONTROL(Control::kFences);
-  ORTMEM_CTS_REQUIRE_CONTROL(Control::kQueueDeviceLoss);
   auto target = queue();
   const std::size_t pending = enqueue_behind_work(*target, 4);
   {
@@ -110,11 +126,7 @@ TEST_P(DeferredProbe, RequestsDrainedIntoALostMechanismLeaveTheContextFreeToTear
     ASSERT_EQ(harness_->allocator->release_calls.load(), 0U)
         << "the kit called the allocator of a device-lost mechanism";
   }
-  harness_->context->begin_retirement();
-  ORTMEM_CTS_CHECKING("DQ-013");
-  EXPECT_TRUE(harness_->context->teardown(std::chrono::steady_clock::now() + std::chrono::seconds(5)))
-      << "a queue holding only the residuals of " << pending
-      << " requests settled at the device-lost gate kept its context";
+  expect_context_tears_down(pending, "settled at the device-lost gate");
 }
 
 TEST_P(DeferredProbe, ABatchOfThirtyTwoRunsInFifoOrder) {
@@ -285,6 +297,7 @@ TEST_P(FenceFaultProbe, AQueueToldOfDeviceLossMakesNoFenceCall) {
 }
 
 ORTMEM_CTS_INSTANTIATE(DeferredProbe);
+ORTMEM_CTS_INSTANTIATE(SettledResiduals);
 ORTMEM_CTS_INSTANTIATE(FenceFaultProbe);
 
 }  // namespace

@@ -11,28 +11,17 @@
 namespace ortmem::cts {
 namespace {
 
-class SharedMappingSuite : public AdapterSuite {
+class SharedMappingSuite : public CapabilitySuite<Capability::kSharedMapping> {
  protected:
   void SetUp() override {
-    AdapterSuite::SetUp();
-    ORTMEM_CTS_REQUIRE(Capability::kSharedMapping);
-    allocator_ = adapter().make_allocator();
+    CapabilitySuite::SetUp();
+    if (ended()) return;
     mapping_ = allocator_->as_shared_mapping();
-    {
-      // ALLOC-011 charges a declared capability that is missing.
-      ORTMEM_CTS_PRECONDITION();
-      ASSERT_NE(mapping_, nullptr) << "the adapter declares shared mapping but its allocator has none";
-    }
     // A prefix of one byte maps exactly one granule.
     auto probe = mapping_->create_shared_prefix(1);
     ASSERT_TRUE(probe) << probe.error().message();
     granule_ = (*probe)->mapped_bytes();
     ASSERT_GT(granule_, 0U);
-  }
-  void TearDown() override {
-    AdapterSuite::TearDown();
-    if (auto* faults = adapter().faults()) faults->clear();
-    for (const auto& [ptr, bytes] : live_) (void)allocator_->release(ptr, bytes, 64);
   }
 
   // A target allocation with nothing committed, so prefixes can be mapped in.
@@ -60,10 +49,8 @@ class SharedMappingSuite : public AdapterSuite {
   }
   static void* at(void* base, std::size_t offset) { return static_cast<unsigned char*>(base) + offset; }
 
-  std::shared_ptr<DeviceAllocator> allocator_;
   SharedMapping* mapping_ = nullptr;
   std::size_t granule_ = 0;
-  std::vector<std::pair<void*, std::size_t>> live_;
 };
 
 TEST_P(SharedMappingSuite, APrefixReportsItsGeometry) {

@@ -15,18 +15,12 @@ namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-class VirtualBackingSuite : public AdapterSuite {
+class VirtualBackingSuite : public CapabilitySuite<Capability::kVirtualBacking> {
  protected:
   void SetUp() override {
-    AdapterSuite::SetUp();
-    ORTMEM_CTS_REQUIRE(Capability::kVirtualBacking);
-    allocator_ = adapter().make_allocator();
+    CapabilitySuite::SetUp();
+    if (ended()) return;
     backing_ = allocator_->as_virtual_backing();
-    {
-      // ALLOC-011 charges a declared capability that is missing.
-      ORTMEM_CTS_PRECONDITION();
-      ASSERT_NE(backing_, nullptr) << "the adapter declares virtual backing but its allocator has none";
-    }
     // Every test here measures in the granule a one-byte estimate names:
     // when that estimate is not a whole granule, VB-004 is what broke, not
     // the rule each test checks.
@@ -36,10 +30,21 @@ class VirtualBackingSuite : public AdapterSuite {
     granule_ = static_cast<std::size_t>(*granule);
     ASSERT_GT(granule_, 0U) << "the estimate for one byte maps nothing, so it is below what committing that byte maps";
   }
-  void TearDown() override {
-    AdapterSuite::TearDown();
-    if (auto* faults = adapter().faults()) faults->clear();
-    for (const auto& [ptr, bytes] : live_) (void)allocator_->release(ptr, bytes, 64);
+
+  // Releases `ptr` under the faults the caller armed, then clears them and
+  // forgets the allocation. A Failed release changed nothing (ALLOC-018), so
+  // releasing again with no fault armed must then succeed.
+  AllocationReleaseOutcome release_under_faults(void* ptr, std::size_t bytes) {
+    auto outcome = allocator_->release(ptr, bytes, 64);
+    adapter().faults()->clear();
+    if (outcome.is_failed()) {
+      ORTMEM_CTS_CHECKING("ALLOC-018");
+      const auto again = allocator_->release(ptr, bytes, 64);
+      EXPECT_FALSE(again.is_failed()) << "after a Failed release, releasing again with no fault armed: "
+                                      << again.describe();
+    }
+    forget(ptr);
+    return outcome;
   }
 
   void* reserve(std::size_t bytes, std::vector<ByteRange> committed = {}) {
@@ -116,10 +121,8 @@ class VirtualBackingSuite : public AdapterSuite {
     forgotten.count(outcome, static_cast<long>(open_descriptors_now()) - before);
   }
 
-  std::shared_ptr<DeviceAllocator> allocator_;
   VirtualBacking* backing_ = nullptr;
   std::size_t granule_ = 0;
-  std::vector<std::pair<void*, std::size_t>> live_;
 };
 
 TEST_P(VirtualBackingSuite, AllocateCommittedCommitsOnlyTheListedRanges) {
@@ -872,15 +875,7 @@ TEST_P(VirtualBackingSuite, AResidualRetainsAtLeastWhatIsStillMapped) {
     adapter().faults()->clear();
     GTEST_SKIP() << kNotApplicable << "the adapter cannot fail a release's unmap and a physical free at once";
   }
-  const auto outcome = allocator_->release(ptr, bytes, 64);
-  adapter().faults()->clear();
-  if (outcome.is_failed()) {
-    ORTMEM_CTS_CHECKING("ALLOC-018");
-    const auto again = allocator_->release(ptr, bytes, 64);
-    EXPECT_FALSE(again.is_failed()) << "after a Failed release, releasing again with no fault armed: "
-                                    << again.describe();
-  }
-  forget(ptr);
+  const auto outcome = release_under_faults(ptr, bytes);
   if (!outcome.is_quarantined()) GTEST_SKIP() << kNotApplicable << "the release was " << outcome.describe();
   ORTMEM_CTS_CHECKING("ALLOC-019");
   const std::uint64_t mapped = 3 * granule_;
@@ -904,15 +899,7 @@ TEST_P(VirtualBackingSuite, AQuarantinedReleaseRetainsWholeGranules) {
   if (!adapter().faults()->arm(FaultPoint::kReleaseUnmap, 2)) {
     GTEST_SKIP() << kNotApplicable << "the adapter has no fault point in a release's unmap";
   }
-  const auto outcome = allocator_->release(ptr, bytes, 64);
-  adapter().faults()->clear();
-  if (outcome.is_failed()) {
-    ORTMEM_CTS_CHECKING("ALLOC-018");
-    const auto again = allocator_->release(ptr, bytes, 64);
-    EXPECT_FALSE(again.is_failed()) << "after a Failed release, releasing again with no fault armed: "
-                                    << again.describe();
-  }
-  forget(ptr);
+  const auto outcome = release_under_faults(ptr, bytes);
   if (!outcome.is_quarantined()) GTEST_SKIP() << kNotApplicable << "the release was " << outcome.describe();
   ORTMEM_CTS_CHECKING("ALLOC-019");
   EXPECT_EQ(outcome.residual()->retained_bytes % granule_, 0U)
@@ -943,17 +930,8 @@ TEST_P(VirtualBackingSuite, AQuarantinedReleaseGaveBackWhatItCountsUnmapped) {
     GTEST_SKIP() << kNotApplicable << "the adapter has no fault point in a release's unmap";
   }
   const std::size_t before = resident_bytes_now();
-  const auto outcome = allocator_->release(ptr, bytes, 64);
+  const auto outcome = release_under_faults(ptr, bytes);
   const std::size_t after = resident_bytes_now();
-  adapter().faults()->clear();
-  if (outcome.is_failed()) {
-    // Failed is honest only if nothing changed, so the allocation must still release.
-    ORTMEM_CTS_CHECKING("ALLOC-018");
-    const auto again = allocator_->release(ptr, bytes, 64);
-    EXPECT_FALSE(again.is_failed()) << "after a Failed release, releasing again with no fault armed: "
-                                    << again.describe();
-  }
-  forget(ptr);
   if (!outcome.is_quarantined()) GTEST_SKIP() << kNotApplicable << "the release was " << outcome.describe();
   // A count of a few pages is within the process's own noise (a sanitizer's
   // allocations, for one); only a count of a MiB or more is judged.

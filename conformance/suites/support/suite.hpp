@@ -24,6 +24,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ortmem/cts/adapter.hpp"
@@ -193,6 +194,7 @@ class RequiringCapability : public Base {
   [[nodiscard]] bool ended() const { return this->IsSkipped() || this->HasFatalFailure(); }
 };
 
+
 }  // namespace ortmem::cts
 
 // Failures in the rest of the enclosing scope count against these
@@ -234,5 +236,30 @@ inline void AdapterSuite::expect_teardown_observes_pins() {
   }
   ASSERT_TRUE(probe->teardown(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
 }
+
+// A fixture for a capability's own suite (virtual backing or shared
+// mapping): a fresh allocator of an adapter that declares `capability`, and
+// has it. At teardown any fault left armed is cleared, then every allocation
+// a test recorded in live_ (address, size; alignment 64) is released.
+template <Capability capability>
+class CapabilitySuite : public RequiringCapability<AllocatorSuite, capability> {
+ protected:
+  void SetUp() override {
+    RequiringCapability<AllocatorSuite, capability>::SetUp();
+    if (this->ended()) return;
+    // ALLOC-011 charges a declared capability that is missing.
+    ORTMEM_CTS_PRECONDITION();
+    const bool found = capability == Capability::kVirtualBacking ? this->allocator_->as_virtual_backing() != nullptr
+                                                                 : this->allocator_->as_shared_mapping() != nullptr;
+    ASSERT_TRUE(found) << "the adapter declares " << capability_name(capability) << " but its allocator has none";
+  }
+  void TearDown() override {
+    AllocatorSuite::TearDown();
+    if (auto* faults = this->adapter().faults()) faults->clear();
+    for (const auto& [ptr, bytes] : live_) (void)this->allocator_->release(ptr, bytes, 64);
+  }
+
+  std::vector<std::pair<void*, std::size_t>> live_;
+};
 
 }  // namespace ortmem::cts

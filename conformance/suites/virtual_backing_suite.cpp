@@ -47,6 +47,18 @@ class VirtualBackingSuite : public CapabilitySuite<Capability::kVirtualBacking> 
     return outcome;
   }
 
+  // Reserves `bytes` with its first granule and its second granule listed
+  // as committed, while the second commit step is made to fail. True when
+  // the reservation failed; one the fault missed is released again.
+  bool reservation_fails(std::size_t bytes) {
+    const ByteRange listed[] = {{0, 10}, {granule_, 2 * granule_}};
+    (void)adapter().faults()->arm(FaultPoint::kCommit, 2);
+    const auto reserved = backing_->allocate_committed(bytes, 64, listed);
+    adapter().faults()->clear();
+    if (reserved) (void)allocator_->release(*reserved, bytes, 64);
+    return !reserved;
+  }
+
   void* reserve(std::size_t bytes, std::vector<ByteRange> committed = {}) {
     auto ptr = backing_->allocate_committed(bytes, 64, committed);
     EXPECT_TRUE(ptr) << (ptr ? "" : ptr.error().message());
@@ -412,7 +424,6 @@ TEST_P(VirtualBackingSuite, AFailedReservationLeavesNothingForTheNextOne) {
     GTEST_SKIP() << kNotApplicable << "the adapter has no fault point in a commit";
   }
   adapter().faults()->clear();
-  const ByteRange listed[] = {{0, 10}, {granule_, 2 * granule_}};
   // The same steps with no fault armed, twice: what each must answer is
   // VB-002's, VB-003's and VB-006's to judge, and this test stands on it.
   for (int round = 0; round < 2; ++round) {
@@ -434,13 +445,7 @@ TEST_P(VirtualBackingSuite, AFailedReservationLeavesNothingForTheNextOne) {
   int failed = 0;
   for (int round = 0; round < kRounds && !HasFatalFailure(); ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
-    (void)adapter().faults()->arm(FaultPoint::kCommit, 2);
-    const auto reserved = backing_->allocate_committed(bytes, 64, listed);
-    adapter().faults()->clear();
-    if (reserved) {
-      (void)allocator_->release(*reserved, bytes, 64);
-      continue;
-    }
+    if (!reservation_fails(bytes)) continue;
     ++failed;
     void* ptr = reserve(bytes);
     ASSERT_NE(ptr, nullptr);
@@ -483,17 +488,10 @@ TEST_P(VirtualBackingSuite, AFailedReservationGivesItsAddressSpaceBack) {
   adapter().faults()->clear();
   constexpr int kRounds = 32;
   const std::size_t bytes = std::max<std::size_t>(16 * kMiB, 4 * granule_);
-  const ByteRange listed[] = {{0, 10}, {granule_, 2 * granule_}};
   const std::size_t start = mapped_bytes_now();
   std::size_t failed = 0;
   for (int round = 0; round < kRounds; ++round) {
-    (void)adapter().faults()->arm(FaultPoint::kCommit, 2);
-    const auto reserved = backing_->allocate_committed(bytes, 64, listed);
-    adapter().faults()->clear();
-    if (reserved) {
-      (void)allocator_->release(*reserved, bytes, 64);
-      continue;
-    }
+    if (!reservation_fails(bytes)) continue;
     ++failed;
   }
   if (failed == 0) GTEST_SKIP() << kNotApplicable << "no reservation met the fault (one mapping call for both ranges)";
@@ -609,10 +607,7 @@ TEST_P(VirtualBackingSuite, WhatAFailedCommitCouldNotTakeBackStaysOwned) {
   for (const Pair& pair :
        {Pair{FaultPoint::kCommit, 2, FaultPoint::kDecommit}, Pair{FaultPoint::kAccessGrant, 1, FaultPoint::kDecommit},
         Pair{FaultPoint::kCommit, 1, FaultPoint::kPhysicalFree}}) {
-    const bool armed = adapter().faults()->arm(pair.first, std::uint64_t{1} << 40) &&
-                       adapter().faults()->arm(pair.second, std::uint64_t{1} << 40);
-    adapter().faults()->clear();
-    if (armed) pairs.push_back(pair);
+    if (can_fail_together(pair.first, pair.second)) pairs.push_back(pair);
   }
   if (pairs.empty()) GTEST_SKIP() << kNotApplicable << "the adapter cannot fail a commit and its taking back at once";
   constexpr int kRounds = 8;
@@ -660,10 +655,7 @@ TEST_P(VirtualBackingSuite, WhatAFailedCommitCouldNotTakeBackStaysOwned) {
 TEST_P(VirtualBackingSuite, WhatAFailedDecommitCouldNotPutBackStaysOwned) {
   covers("ALLOC-017", "ALLOC-019", "ALLOC-018");
   ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
-  const bool armed = adapter().faults()->arm(FaultPoint::kDecommit, std::uint64_t{1} << 40) &&
-                     adapter().faults()->arm(FaultPoint::kCommit, std::uint64_t{1} << 40);
-  adapter().faults()->clear();
-  if (!armed) GTEST_SKIP() << kNotApplicable << "the adapter cannot fail a decommit and its putting back at once";
+  if (!can_fail_together(FaultPoint::kDecommit, FaultPoint::kCommit)) GTEST_SKIP() << kNotApplicable << "the adapter cannot fail a decommit and its putting back at once";
   constexpr int kRounds = 6;
   const std::size_t bytes = 4 * granule_;
   ForgottenMemory forgotten;

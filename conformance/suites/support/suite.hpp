@@ -253,6 +253,13 @@ class CapabilitySuite : public RequiringCapability<AllocatorSuite, capability> {
                                                                  : this->allocator_->as_shared_mapping() != nullptr;
     ASSERT_TRUE(found) << "the adapter declares " << capability_name(capability) << " but its allocator has none";
   }
+  // Whether the adapter can fail both points in one call (armed, then cleared).
+  bool can_fail_together(FaultPoint first, FaultPoint second) {
+    const bool armed = this->adapter().faults()->arm(first, std::uint64_t{1} << 40) &&
+                       this->adapter().faults()->arm(second, std::uint64_t{1} << 40);
+    this->adapter().faults()->clear();
+    return armed;
+  }
   void TearDown() override {
     AllocatorSuite::TearDown();
     if (auto* faults = this->adapter().faults()) faults->clear();

@@ -199,20 +199,26 @@ struct DropView final : LifecycleCommand {
   void show(std::ostream& os) const override { os << "drop view(slot " << slot << ")"; }
 };
 
-struct ReleaseNow final : LifecycleCommand {
-  int slot;
-  explicit ReleaseNow(const LifecycleModel& model) : slot(any_key(model.live)) {}
+// A release of one live slot's owner: refused, the owner handed back live,
+// while views of it are out (OWN-005).
+struct ReleaseOfASlot : OnOneLive<LifecycleCommand> {
+  using OnOneLive::OnOneLive;
   void checkPreconditions(const LifecycleModel& model) const override {
-    RC_PRE(model.live.contains(slot) && model.releasable() && !model.terminated);
+    OnOneLive::checkPreconditions(model);
+    RC_PRE(model.releasable() && !model.terminated);
   }
+};
+
+struct ReleaseNow final : ReleaseOfASlot {
+  using ReleaseOfASlot::ReleaseOfASlot;
   void apply(LifecycleModel& model) const override {
-    if (model.live.at(slot).views > 0) return;  // refused, handed back live
-    model.live.erase(slot);
+    if (model.live.at(id).views > 0) return;  // refused, handed back live
+    model.live.erase(id);
     ++model.allocator_releases;
   }
   void run(const LifecycleModel& model, LifecycleSut& sut) const override {
-    const int views = model.live.at(slot).views;
-    auto node = sut.owners.extract(slot);
+    const int views = model.live.at(id).views;
+    auto node = sut.owners.extract(id);
     auto outcome = std::move(node.mapped()).release_now();
     if (views > 0) {
       ORTMEM_CTS_RC_ASSERT("OWN-005", !outcome.has_value());
@@ -221,7 +227,7 @@ struct ReleaseNow final : LifecycleCommand {
       rc_expect_names(outcome.error().error(), {.kind = BindingError::Kind::kOutstandingViews,
                                                 .allocation = outcome.error().allocation().identity(),
                                                 .count = static_cast<std::size_t>(views)});
-      sut.owners.emplace(slot, std::move(outcome.error()).take_allocation());
+      sut.owners.emplace(id, std::move(outcome.error()).take_allocation());
     } else {
       ORTMEM_CTS_RC_ASSERT("REL-008", outcome.has_value());
       // The allocator's own outcome is ALLOC's to judge; the binding passes it on.
@@ -229,39 +235,35 @@ struct ReleaseNow final : LifecycleCommand {
     }
     check_against_model(nextState(model), sut);
   }
-  void show(std::ostream& os) const override { os << "release_now(slot " << slot << ")"; }
+  void show(std::ostream& os) const override { os << "release_now(slot " << id << ")"; }
 };
 
-struct ReleaseDeferred final : LifecycleCommand {
-  int slot;
-  explicit ReleaseDeferred(const LifecycleModel& model) : slot(any_key(model.live)) {}
-  void checkPreconditions(const LifecycleModel& model) const override {
-    RC_PRE(model.live.contains(slot) && model.releasable() && !model.terminated);
-  }
+struct ReleaseDeferred final : ReleaseOfASlot {
+  using ReleaseOfASlot::ReleaseOfASlot;
   void apply(LifecycleModel& model) const override {
-    if (model.live.at(slot).views > 0) return;
-    model.queued_bytes.push_back(model.live.at(slot).bytes);
-    model.live.erase(slot);
+    if (model.live.at(id).views > 0) return;
+    model.queued_bytes.push_back(model.live.at(id).bytes);
+    model.live.erase(id);
     ++model.queued;
   }
   void run(const LifecycleModel& model, LifecycleSut& sut) const override {
-    const int views = model.live.at(slot).views;
+    const int views = model.live.at(id).views;
     sut.queue->record_use();
-    auto node = sut.owners.extract(slot);
+    auto node = sut.owners.extract(id);
     auto disposition = std::move(node.mapped()).release_deferred(sut.queue->queue());
     if (views > 0) {
       ORTMEM_CTS_RC_ASSERT("OWN-005", !disposition.has_value());
       ORTMEM_CTS_RC_ASSERT("OWN-005", disposition.error().error().kind() == BindingError::Kind::kOutstandingViews);
       rc_expect_names(disposition.error().error(),
                       {.kind = BindingError::Kind::kOutstandingViews, .count = static_cast<std::size_t>(views)});
-      sut.owners.emplace(slot, std::move(disposition.error()).take_allocation());
+      sut.owners.emplace(id, std::move(disposition.error()).take_allocation());
     } else {
       ORTMEM_CTS_RC_ASSERT("DQ-008", disposition.has_value());
       ORTMEM_CTS_RC_ASSERT("DQ-008", disposition->is_queued());
     }
     check_against_model(nextState(model), sut);
   }
-  void show(std::ostream& os) const override { os << "release_deferred(slot " << slot << ")"; }
+  void show(std::ostream& os) const override { os << "release_deferred(slot " << id << ")"; }
 };
 
 struct SignalAndDrain final : LifecycleCommand {

@@ -312,12 +312,21 @@ std::optional<std::size_t> free_placement(const Model& model, const Target& targ
 
 // Ids are fixed when a command is generated, so they stay the same while a
 // failing sequence shrinks and show() can name them.
-struct ReserveTarget final : Command {
+// A command that makes a new target or prefix, numbered when the command is
+// made: a shrunk run in which that number is already taken discards it.
+struct MakesNew : Command {
+  explicit MakesNew(const Model& model) : id(model.next) {}
+  void checkPreconditions(const Model& model) const override { RC_PRE(id >= model.next); }
+  void apply(Model& model) const override { model.next = id + 1; }
+
   int id;
+};
+
+struct ReserveTarget final : MakesNew {
   std::size_t bytes;
   std::vector<ByteRange> committed;  // with virtual backing: committed privately at once
 
-  explicit ReserveTarget(const Model& model) : id(model.next), bytes(any_target_size(model.granule)) {
+  explicit ReserveTarget(const Model& model) : MakesNew(model), bytes(any_target_size(model.granule)) {
     if (!model.virtual_targets) return;
     const std::size_t count = *rc::gen::weightedElement<std::size_t>({{4, 0}, {2, 1}, {1, 2}});
     for (std::size_t i = 0; i < count; ++i) {
@@ -327,11 +336,11 @@ struct ReserveTarget final : Command {
     }
   }
   void checkPreconditions(const Model& model) const override {
-    RC_PRE(id >= model.next);
+    MakesNew::checkPreconditions(model);
     RC_PRE(model.target_bytes() + model.round_up(bytes) <= kTargetBudget);
   }
   void apply(Model& model) const override {
-    model.next = id + 1;
+    MakesNew::apply(model);
     Target& t = model.targets[id];
     t.bytes = bytes;
     t.granules.assign(model.round_up(bytes) / model.granule, model.virtual_targets ? kFree : kPrivate);
@@ -353,16 +362,15 @@ struct ReserveTarget final : Command {
   }
 };
 
-struct CreatePrefix final : Command {
-  int id;
+struct CreatePrefix final : MakesNew {
   std::size_t bytes;
-  explicit CreatePrefix(const Model& model) : id(model.next), bytes(any_prefix_size(model.granule)) {}
+  explicit CreatePrefix(const Model& model) : MakesNew(model), bytes(any_prefix_size(model.granule)) {}
   void checkPreconditions(const Model& model) const override {
-    RC_PRE(id >= model.next);
+    MakesNew::checkPreconditions(model);
     RC_PRE(model.prefix_bytes() + model.round_up(bytes) <= kPrefixBudget);
   }
   void apply(Model& model) const override {
-    model.next = id + 1;
+    MakesNew::apply(model);
     Prefix& p = model.prefixes[id];
     p.requested = bytes;
     p.mapped = model.round_up(bytes);

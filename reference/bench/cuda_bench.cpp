@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "owning_cycles.hpp"
 #include "ortmem/cuda/cuda_allocator.hpp"
 #include "ortmem/cuda/cuda_device.hpp"
 #include "ortmem/cuda/cuda_event_fences.hpp"
@@ -79,12 +80,7 @@ BENCHMARK(BM_CudaAllocatorAllocRelease)->Arg(64);
 void BM_CudaOwningAllocRelease(benchmark::State& state) {
   if (!has_device(state)) return;
   BoundCudaAllocator bound;
-  const auto bytes = static_cast<std::size_t>(state.range(0));
-  for (auto _ : state) {
-    auto owner = bound.binding.allocate_owning(bytes, 256);
-    benchmark::DoNotOptimize(std::move(*owner).release_now());
-  }
-  state.SetItemsProcessed(state.iterations());
+  bench::owning_cycles(state, bound.binding, static_cast<std::size_t>(state.range(0)), 256);
 }
 BENCHMARK(BM_CudaOwningAllocRelease)->Arg(64);
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "owning_cycles.hpp"
 #include "ortmem/host/host_allocator.hpp"
 #include "ortmem/mechanism/fenced_deferred_queue.hpp"
 #include "ortmem/mechanism/host_stream.hpp"
@@ -51,12 +52,7 @@ BENCHMARK(BM_RawHostAllocRelease)->Arg(64);
 
 void BM_OwningAllocRelease(benchmark::State& state) {
   Bound bound;
-  const auto bytes = static_cast<std::size_t>(state.range(0));
-  for (auto _ : state) {
-    auto owner = bound.binding.allocate_owning(bytes, 16);
-    benchmark::DoNotOptimize(std::move(*owner).release_now());
-  }
-  state.SetItemsProcessed(state.iterations());
+  bench::owning_cycles(state, bound.binding, static_cast<std::size_t>(state.range(0)), 16);
 }
 BENCHMARK(BM_OwningAllocRelease)->Arg(64);
 
@@ -88,11 +84,7 @@ void BM_OwningAllocRelease_Live(benchmark::State& state) {
   state.counters["registry_bytes_per_live"] =
       static_cast<double>(owning_per_allocation) - static_cast<double>(raw_per_allocation);
   state.counters["handle_bytes"] = static_cast<double>(sizeof(OwningAllocation));
-  for (auto _ : state) {
-    auto owner = bound.binding.allocate_owning(64, 16);
-    benchmark::DoNotOptimize(std::move(*owner).release_now());
-  }
-  state.SetItemsProcessed(state.iterations());
+  bench::owning_cycles(state, bound.binding, 64, 16);
   for (auto& owner : live) (void)std::move(owner).release_now();
 }
 BENCHMARK(BM_OwningAllocRelease_Live)->Arg(100)->Arg(10000)->Arg(1000000);

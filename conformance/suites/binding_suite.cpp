@@ -53,7 +53,9 @@ TEST_P(Binding, HandlesFromAnotherRegistryAreRefusedAsForeign) {
   EXPECT_EQ(other_binding.mechanism_snapshot().live_allocations, 1U) << "a refused foreign release changed its record";
   ORTMEM_CTS_PRECONDITION();
   ASSERT_TRUE(other_binding.release(std::move(*theirs)));
-  ORTMEM_CTS_ASSERT_REFUSED(other.confirm_context_terminated(harness_->context_registration), "another registry confirmed our context terminated", {.kind = BindingError::Kind::kForeignRegistry, .subject = "provider context"});
+  ORTMEM_CTS_ASSERT_REFUSED(other.confirm_context_terminated(harness_->context_registration),
+                            "another registry confirmed our context terminated",
+                            {.kind = BindingError::Kind::kForeignRegistry, .subject = "provider context"});
   EXPECT_EQ(harness_->allocator->allocate_calls.load(), calls);
 }
 
@@ -137,7 +139,9 @@ TEST_P(Binding, AReusedAddressGetsANewGenerationAndOldMetadataStaysStale) {
     EXPECT_NE(reused->identity().generation, stale.identity().generation);
   }
   bool called = false;
-  ORTMEM_CTS_ASSERT_REFUSED(binding().with_view(*view, [&](ValidatedMemoryView) { called = true; }), "a view of a released allocation was used", {.kind = BindingError::Kind::kStaleAllocation, .allocation = stale.identity()});
+  ORTMEM_CTS_ASSERT_REFUSED(binding().with_view(*view, [&](ValidatedMemoryView) { called = true; }),
+                            "a view of a released allocation was used",
+                            {.kind = BindingError::Kind::kStaleAllocation, .allocation = stale.identity()});
   EXPECT_FALSE(called) << "a stale view reached its callback";
   for (auto& allocation : held) ASSERT_TRUE(binding().release(std::move(allocation)));
 }
@@ -277,8 +281,15 @@ TEST_P(Binding, RefusalsNameTheDeviceAndPassTheMechanismsErrorOn) {
   auto registry = *BindingRegistry::create();
   auto here = *registry.register_provider_context(info().device);
   auto here_authority = *registry.register_authority(info().device);
-  ORTMEM_CTS_ASSERT_REFUSED(registry.register_allocator(here, here_authority, std::make_shared<ElsewhereAllocator>(elsewhere)), "an allocator of another device was registered", {.kind = BindingError::Kind::kDeviceMismatch, .subject = "allocator", .expected_device = info().device, .actual_device = elsewhere});
-  ORTMEM_CTS_ASSERT_REFUSED(registry.bind(unused), "a device with no mechanism was bound", {.kind = BindingError::Kind::kNoSelectedMechanism, .actual_device = unused});
+  ORTMEM_CTS_ASSERT_REFUSED(
+      registry.register_allocator(here, here_authority, std::make_shared<ElsewhereAllocator>(elsewhere)),
+      "an allocator of another device was registered",
+      {.kind = BindingError::Kind::kDeviceMismatch,
+       .subject = "allocator",
+       .expected_device = info().device,
+       .actual_device = elsewhere});
+  ORTMEM_CTS_ASSERT_REFUSED(registry.bind(unused), "a device with no mechanism was bound",
+                            {.kind = BindingError::Kind::kNoSelectedMechanism, .actual_device = unused});
 
   auto context = *registry.register_provider_context(elsewhere);
   auto authority = *registry.register_authority(elsewhere);
@@ -336,11 +347,17 @@ TEST_P(Binding, RemovedHandlesAreRefusedAsUnregisteredByName) {
     ORTMEM_CTS_EXPECT_NAMES(error, gone);
   }
   ASSERT_TRUE(registry.remove_provider_context(context));
-  ORTMEM_CTS_ASSERT_REFUSED(registry.register_allocator(context, authority, adapter().make_allocator()), "a mechanism was registered against a removed context", {.kind = BindingError::Kind::kUnregisteredProviderContext, .context = context.identity});
-  ORTMEM_CTS_ASSERT_REFUSED(registry.confirm_context_terminated(context), "termination of a removed context was confirmed", {.kind = BindingError::Kind::kUnregisteredProviderContext, .context = context.identity});
+  ORTMEM_CTS_ASSERT_REFUSED(registry.register_allocator(context, authority, adapter().make_allocator()),
+                            "a mechanism was registered against a removed context",
+                            {.kind = BindingError::Kind::kUnregisteredProviderContext, .context = context.identity});
+  ORTMEM_CTS_ASSERT_REFUSED(registry.confirm_context_terminated(context),
+                            "termination of a removed context was confirmed",
+                            {.kind = BindingError::Kind::kUnregisteredProviderContext, .context = context.identity});
   auto fresh = *registry.register_provider_context(info().device);
   ASSERT_TRUE(registry.remove_authority(authority));
-  ORTMEM_CTS_ASSERT_REFUSED(registry.register_allocator(fresh, authority, adapter().make_allocator()), "a mechanism was registered against a removed authority", {.kind = BindingError::Kind::kUnregisteredAuthority, .authority = authority.identity});
+  ORTMEM_CTS_ASSERT_REFUSED(registry.register_allocator(fresh, authority, adapter().make_allocator()),
+                            "a mechanism was registered against a removed authority",
+                            {.kind = BindingError::Kind::kUnregisteredAuthority, .authority = authority.identity});
   EXPECT_TRUE(registry.snapshots().empty());
 }
 

@@ -35,7 +35,8 @@ TEST_P(Lifecycle, RetiredRefusesNewWorkButReleasesExistingAllocations) {
   ORTMEM_CTS_EXPECT_NAMES(refused.error(), {.kind = BindingError::Kind::kInactiveMechanism,
                                             .mechanism = harness_->mechanism.identity,
                                             .lifecycle = MechanismLifecycle::kRetired});
-  ORTMEM_CTS_ASSERT_REFUSED(registry().bind(info().device), "a retired mechanism stayed selected", {.kind = BindingError::Kind::kNoSelectedMechanism, .actual_device = info().device});
+  ORTMEM_CTS_ASSERT_REFUSED(registry().bind(info().device), "a retired mechanism stayed selected",
+                            {.kind = BindingError::Kind::kNoSelectedMechanism, .actual_device = info().device});
   EXPECT_FALSE(registry().select(harness_->mechanism)) << "a retired mechanism was selected again";
   EXPECT_FALSE(registry().bind_registered(harness_->mechanism)) << "a retired mechanism was bound by name";
   auto outcome = std::move(*existing).release_now();
@@ -79,22 +80,36 @@ TEST_P(Lifecycle, ConfirmationNeedsDeviceLossAndIsIdempotent) {
 
 TEST_P(Lifecycle, RemoveIsRefusedWhileAnythingRemains) {
   covers("TEAR-013", "TEAR-015", "TEAR-017");
-  ORTMEM_CTS_ASSERT_REFUSED(registry().remove(harness_->mechanism), "an active mechanism was removed", {.kind = BindingError::Kind::kInactiveMechanism, .mechanism = harness_->mechanism.identity, .lifecycle = MechanismLifecycle::kActive});
+  ORTMEM_CTS_ASSERT_REFUSED(registry().remove(harness_->mechanism), "an active mechanism was removed",
+                            {.kind = BindingError::Kind::kInactiveMechanism,
+                             .mechanism = harness_->mechanism.identity,
+                             .lifecycle = MechanismLifecycle::kActive});
   auto live = binding().allocate(64, 8);
   ASSERT_TRUE(live);
   ASSERT_TRUE(registry().retire(harness_->mechanism));
   EXPECT_FALSE(registry().remove(harness_->mechanism)) << "removed with a live allocation";
-  ORTMEM_CTS_ASSERT_REFUSED(registry().remove_provider_context(harness_->context_registration), "a context was removed while a mechanism used it", {.kind = BindingError::Kind::kProviderContextInUse, .context = harness_->context_registration.identity});
-  ORTMEM_CTS_ASSERT_REFUSED(registry().remove_authority(harness_->authority), "an authority was removed while a mechanism used it", {.kind = BindingError::Kind::kAuthorityInUse, .authority = harness_->authority.identity});
+  ORTMEM_CTS_ASSERT_REFUSED(
+      registry().remove_provider_context(harness_->context_registration),
+      "a context was removed while a mechanism used it",
+      {.kind = BindingError::Kind::kProviderContextInUse, .context = harness_->context_registration.identity});
+  ORTMEM_CTS_ASSERT_REFUSED(registry().remove_authority(harness_->authority),
+                            "an authority was removed while a mechanism used it",
+                            {.kind = BindingError::Kind::kAuthorityInUse, .authority = harness_->authority.identity});
   ASSERT_TRUE(binding().release(std::move(*live)));
   ASSERT_TRUE(registry().remove(harness_->mechanism));
   EXPECT_TRUE(registry().remove_provider_context(harness_->context_registration));
   EXPECT_TRUE(registry().remove_authority(harness_->authority));
   // What is gone is refused by name: a second removal of each handle.
   ORTMEM_CTS_CHECKING("BIND-018");
-  ORTMEM_CTS_ASSERT_REFUSED(registry().remove(harness_->mechanism), "a mechanism was removed twice", {.kind = BindingError::Kind::kUnregisteredMechanism, .mechanism = harness_->mechanism.identity});
-  ORTMEM_CTS_ASSERT_REFUSED(registry().remove_provider_context(harness_->context_registration), "a context was removed twice", {.kind = BindingError::Kind::kUnregisteredProviderContext, .context = harness_->context_registration.identity});
-  ORTMEM_CTS_ASSERT_REFUSED(registry().remove_authority(harness_->authority), "an authority was removed twice", {.kind = BindingError::Kind::kUnregisteredAuthority, .authority = harness_->authority.identity});
+  ORTMEM_CTS_ASSERT_REFUSED(
+      registry().remove(harness_->mechanism), "a mechanism was removed twice",
+      {.kind = BindingError::Kind::kUnregisteredMechanism, .mechanism = harness_->mechanism.identity});
+  ORTMEM_CTS_ASSERT_REFUSED(
+      registry().remove_provider_context(harness_->context_registration), "a context was removed twice",
+      {.kind = BindingError::Kind::kUnregisteredProviderContext, .context = harness_->context_registration.identity});
+  ORTMEM_CTS_ASSERT_REFUSED(
+      registry().remove_authority(harness_->authority), "an authority was removed twice",
+      {.kind = BindingError::Kind::kUnregisteredAuthority, .authority = harness_->authority.identity});
 }
 
 // A mechanism of another device (a test double's) beside the adapter's.

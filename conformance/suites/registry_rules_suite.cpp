@@ -130,13 +130,17 @@ TEST_P(RegistryRules, BoundCapabilitiesRevalidateOnEveryCall) {
   ASSERT_TRUE(allocation);
   auto mine = **binding_->virtual_backing();
   auto theirs = **other.virtual_backing();
-  ORTMEM_CTS_ASSERT_REFUSED(theirs.commit(*allocation, 0, 4096), "another binding's allocation was committed", {.kind = BindingError::Kind::kBindingMismatch, .expected_binding = other.identity().id, .actual_binding = binding_->identity().id});
+  ORTMEM_CTS_ASSERT_REFUSED(theirs.commit(*allocation, 0, 4096), "another binding's allocation was committed",
+                            {.kind = BindingError::Kind::kBindingMismatch,
+                             .expected_binding = other.identity().id,
+                             .actual_binding = binding_->identity().id});
   EXPECT_EQ(probe_->calls.load(), 0) << "a mismatched commit reached the capability";
   ASSERT_TRUE(mine.commit(*allocation, 0, 4096));
   EXPECT_EQ(probe_->calls.load(), 1);
   const BoundAllocation stale = *allocation;
   ASSERT_TRUE(binding_->release(std::move(*allocation)));
-  ORTMEM_CTS_ASSERT_REFUSED(mine.decommit(stale, 0, 4096), "a released allocation was decommitted", {.kind = BindingError::Kind::kStaleAllocation, .allocation = stale.identity()});
+  ORTMEM_CTS_ASSERT_REFUSED(mine.decommit(stale, 0, 4096), "a released allocation was decommitted",
+                            {.kind = BindingError::Kind::kStaleAllocation, .allocation = stale.identity()});
   EXPECT_EQ(probe_->calls.load(), 1) << "a stale decommit reached the capability";
 
   auto shared = **binding_->shared_mapping();

@@ -503,7 +503,8 @@ TEST_P(SharedMappingSuite, AFailedPhysicalFreeInADecommitTouchesNoOtherGranule) 
 TEST_P(SharedMappingSuite, WhatAFailedPrefixStepCouldNotTakeBackStaysOwned) {
   covers("SM-009", "SM-003", "ALLOC-017", "ALLOC-019");
   ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
-  if (!can_fail_together(FaultPoint::kAccessGrant, FaultPoint::kDecommit)) GTEST_SKIP() << kNotApplicable << "the adapter cannot fail an access grant and an unmap at once";
+  if (!can_fail_together(FaultPoint::kAccessGrant, FaultPoint::kDecommit))
+    GTEST_SKIP() << kNotApplicable << "the adapter cannot fail an access grant and an unmap at once";
   constexpr int kRounds = 8;
   const std::size_t bytes = 3 * granule_;
   long created_growth = 0;

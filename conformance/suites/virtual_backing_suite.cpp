@@ -655,7 +655,8 @@ TEST_P(VirtualBackingSuite, WhatAFailedCommitCouldNotTakeBackStaysOwned) {
 TEST_P(VirtualBackingSuite, WhatAFailedDecommitCouldNotPutBackStaysOwned) {
   covers("ALLOC-017", "ALLOC-019", "ALLOC-018");
   ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
-  if (!can_fail_together(FaultPoint::kDecommit, FaultPoint::kCommit)) GTEST_SKIP() << kNotApplicable << "the adapter cannot fail a decommit and its putting back at once";
+  if (!can_fail_together(FaultPoint::kDecommit, FaultPoint::kCommit))
+    GTEST_SKIP() << kNotApplicable << "the adapter cannot fail a decommit and its putting back at once";
   constexpr int kRounds = 6;
   const std::size_t bytes = 4 * granule_;
   ForgottenMemory forgotten;

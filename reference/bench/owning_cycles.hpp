@@ -12,8 +12,7 @@
 
 namespace ortmem::bench {
 
-inline void owning_cycles(benchmark::State& state, const MemoryBinding& binding, std::size_t bytes,
-                          std::size_t align) {
+inline void owning_cycles(benchmark::State& state, const MemoryBinding& binding, std::size_t bytes, std::size_t align) {
   for (auto _ : state) {
     auto owner = binding.allocate_owning(bytes, align);
     benchmark::DoNotOptimize(std::move(*owner).release_now());

@@ -134,11 +134,11 @@ inline ::testing::AssertionResult Names(const BindingError& error, const Expecte
 // was refused, saying `what` succeeded; then expects the refusal's kind,
 // charged to the requirement being checked (Names() lets another kind pass,
 // so the kind is held to here), and its payload, charged to BIND-018.
-#define ORTMEM_CTS_ASSERT_REFUSED(result, what, ...)                                        \
-  do {                                                                                      \
-    const auto& ortmem_cts_refused = (result);                                                         \
-    const ::ortmem::cts::ExpectedBindingError ortmem_cts_expected(__VA_ARGS__);                \
-    ASSERT_FALSE(ortmem_cts_refused) << (what);                                                        \
+#define ORTMEM_CTS_ASSERT_REFUSED(result, what, ...)                                                                \
+  do {                                                                                                              \
+    const auto& ortmem_cts_refused = (result);                                                                      \
+    const ::ortmem::cts::ExpectedBindingError ortmem_cts_expected(__VA_ARGS__);                                     \
+    ASSERT_FALSE(ortmem_cts_refused) << (what);                                                                     \
     EXPECT_EQ(ortmem_cts_refused.error().kind(), ortmem_cts_expected.kind) << ortmem_cts_refused.error().message(); \
-    ORTMEM_CTS_EXPECT_NAMES(ortmem_cts_refused.error(), ortmem_cts_expected);                             \
+    ORTMEM_CTS_EXPECT_NAMES(ortmem_cts_refused.error(), ortmem_cts_expected);                                       \
   } while (false)

@@ -194,7 +194,6 @@ class RequiringCapability : public Base {
   [[nodiscard]] bool ended() const { return this->IsSkipped() || this->HasFatalFailure(); }
 };
 
-
 }  // namespace ortmem::cts
 
 // Failures in the rest of the enclosing scope count against these

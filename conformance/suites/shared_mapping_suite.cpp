@@ -468,17 +468,25 @@ TEST_P(SharedMappingSuite, AFailedPhysicalFreeInADecommitTouchesNoOtherGranule) 
     ASSERT_TRUE(shared && ptr);
     adapter().memory().fill(owner_window(*shared), granule_, 0x4D);
     {
+      // What this test stands on: a prefix mapped at granule 0, and granule 1
+      // committed privately, keeping what is written to it.
       ORTMEM_CTS_PRECONDITION();
       ASSERT_TRUE(mapping_->commit_shared_prefix(*shared, ptr, bytes, 0));
+      const std::size_t with_prefix = backing->allocation_committed_bytes(ptr, bytes, 64);
       ASSERT_TRUE(backing->commit_allocation_range(ptr, bytes, 64, granule_, granule_));
+      // Written only once committed: writing to uncommitted bytes may fault.
+      ASSERT_EQ(backing->allocation_committed_bytes(ptr, bytes, 64), with_prefix + granule_);
+      adapter().memory().fill(at(ptr, granule_), granule_, 0x17);
+      ASSERT_TRUE(holds(at(ptr, granule_), granule_, 0x17)) << "a committed granule does not keep what was written";
     }
-    adapter().memory().fill(at(ptr, granule_), granule_, 0x17);
+    const std::size_t committed_before = backing->allocation_committed_bytes(ptr, bytes, 64);
     (void)adapter().faults()->arm(FaultPoint::kPhysicalFree, 1);
     const auto decommitted = backing->decommit_allocation_range(ptr, bytes, 64, granule_, granule_);
     adapter().faults()->clear();
     if (!decommitted) {
       ORTMEM_CTS_CHECKING("VB-008");
-      EXPECT_EQ(backing->allocation_committed_bytes(ptr, bytes, 64), granule_) << "a failed decommit changed them";
+      EXPECT_EQ(backing->allocation_committed_bytes(ptr, bytes, 64), committed_before)
+          << "a failed decommit changed them";
       EXPECT_TRUE(holds(at(ptr, granule_), granule_, 0x17))
           << "a failed decommit lost the bytes it failed to give back";
     }

@@ -500,6 +500,32 @@ TEST_P(SharedMappingSuite, AFailedPhysicalFreeInADecommitTouchesNoOtherGranule) 
   }
 }
 
+// A decommit over a range that holds a mapped prefix between two private
+// granules may take the private ones, never the prefix: its bytes still read
+// back through the mapping (SM-007). A mechanism that gives memory back over
+// a whole span at once must leave the prefix's bytes where they live.
+TEST_P(SharedMappingSuite, ADecommitAcrossAPrefixLeavesItsBytes) {
+  covers("SM-007");
+  VirtualBacking* backing = allocator_->as_virtual_backing();
+  if (backing == nullptr) GTEST_SKIP() << std::string(kNotApplicable) << "targets are not virtual-backing allocations";
+  const std::size_t bytes = 3 * granule_;
+  void* ptr = target(bytes);
+  auto shared = prefix(granule_);
+  ASSERT_TRUE(shared && ptr);
+  adapter().memory().fill(owner_window(*shared), granule_, 0x6E);
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(backing->commit_allocation_range(ptr, bytes, 64, 0, granule_));
+    ASSERT_TRUE(backing->commit_allocation_range(ptr, bytes, 64, 2 * granule_, granule_));
+    ASSERT_TRUE(mapping_->commit_shared_prefix(*shared, ptr, bytes, granule_));
+    ASSERT_TRUE(holds(at(ptr, granule_), granule_, 0x6E));
+  }
+  (void)backing->decommit_allocation_range(ptr, bytes, 64, 0, bytes);  // refused or done, the prefix stays
+  ORTMEM_CTS_CHECKING("SM-007");
+  EXPECT_TRUE(holds(at(ptr, granule_), granule_, 0x6E)) << "a decommit around a mapped prefix changed its bytes";
+  EXPECT_TRUE(holds(owner_window(*shared), granule_, 0x6E));
+}
+
 // Where access is a step of its own, an access grant that fails together
 // with the unmap that should take the mapping back leaves a granule mapped
 // without access: in a prefix's creation, or in a prefix commit. What was left

@@ -828,6 +828,33 @@ TEST_P(VirtualBackingSuite, AFailedDecommitChangesNothingOrSaysWhat) {
   EXPECT_TRUE(holds(at(ptr, 3 * granule_), granule_, 0x32));
 }
 
+// VB-008 where a decommit gives physical memory back: a failure there, after
+// some granules' bytes were already dropped, cannot be undone, so an error
+// that leaves them counted as committed reports a change as none. Three
+// granules are decommitted with the second giving back made to fail: the
+// call succeeds having decommitted all three, or what it leaves committed
+// keeps its bytes (a count in between says what changed).
+TEST_P(VirtualBackingSuite, AFailedDiscardInADecommitLosesNoBytes) {
+  covers("VB-008");
+  ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
+  const std::size_t bytes = 4 * granule_;
+  void* ptr = reserve(bytes, {{0, bytes}});
+  ASSERT_NE(ptr, nullptr);
+  adapter().memory().fill(ptr, bytes, 0x5C);
+  if (!adapter().faults()->arm(FaultPoint::kPhysicalFree, 2)) {
+    GTEST_SKIP() << kNotApplicable << "the adapter has no fault point where physical memory is given back";
+  }
+  auto decommitted = backing_->decommit_allocation_range(ptr, bytes, 64, granule_, 3 * granule_);
+  adapter().faults()->clear();
+  const std::size_t left = committed(ptr, bytes);
+  if (decommitted) {
+    EXPECT_EQ(left, granule_) << "a decommit reported success, yet " << left << " bytes are still committed";
+  } else if (left == bytes) {
+    EXPECT_TRUE(holds(ptr, bytes, 0x5C)) << "a failed decommit that left every byte committed lost some of them";
+  }
+  EXPECT_TRUE(holds(ptr, granule_, 0x5C)) << "the granule outside the decommitted range lost its bytes";
+}
+
 TEST_P(VirtualBackingSuite, APartialReleaseIsQuarantinedWithItsResidual) {
   covers("ALLOC-019", "REL-009");
   ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);

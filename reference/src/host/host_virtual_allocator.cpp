@@ -299,9 +299,15 @@ Expected<std::uint64_t, MemoryError> HostVirtualAllocator::decommit_allocation_r
       }
       ++protected_count;
     }
-    for (std::size_t g : victims) {
+    // Then discard, in one call over the victims' span: a call per granule
+    // could fail after discarding some, whose bytes no rollback brings back,
+    // and "nothing was changed" would be false (VB-008). The span may hold
+    // granules that are not victims: a shared prefix's, whose bytes live in
+    // its file and come back from it, or unmapped ones, with nothing to drop.
+    if (!victims.empty()) {
+      const std::size_t span = (victims.back() - victims.front() + 1) * granularity_;
       if (state_->fails(Syscall::kMadvise) ||
-          ::madvise(state_->granule_at(*region, g), granularity_, MADV_DONTNEED) != 0) {
+          ::madvise(state_->granule_at(*region, victims.front()), span, MADV_DONTNEED) != 0) {
         return roll_back(errno, "madvise");
       }
     }

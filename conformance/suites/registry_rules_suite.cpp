@@ -159,23 +159,40 @@ TEST_P(RegistryRules, BoundCapabilitiesRevalidateOnEveryCall) {
   ASSERT_TRUE(binding_->release(std::move(*target)));
 }
 
-TEST_P(RegistryRules, BoundCapabilitiesHandBackTheCapabilitysAnswersAndRefusals) {
+// The binding's two capabilities, with an allocation and a prefix already
+// made through them: what a check of every capability call acts on.
+class ThroughCapabilities : public RegistryRules {
+ protected:
+  void SetUp() override {
+    RegistryRules::SetUp();
+    if (HasFatalFailure()) return;
+    vb_.emplace(**binding_->virtual_backing());
+    sm_.emplace(**binding_->shared_mapping());
+    auto allocation = binding_->allocate(4096, 64);
+    ASSERT_TRUE(allocation);
+    allocation_.emplace(std::move(*allocation));
+    auto prefix = sm_->create_shared_prefix(64);
+    ASSERT_TRUE(prefix);
+    prefix_.emplace(std::move(*prefix));
+  }
+
+  std::optional<BoundVirtualBacking> vb_;
+  std::optional<BoundSharedMapping> sm_;
+  std::optional<BoundAllocation> allocation_;
+  std::optional<BoundSharedPrefix> prefix_;
+};
+
+TEST_P(ThroughCapabilities, BoundCapabilitiesHandBackTheCapabilitysAnswersAndRefusals) {
   covers("BIND-016", "BIND-018");
-  auto vb = **binding_->virtual_backing();
-  auto sm = **binding_->shared_mapping();
-  auto allocation = binding_->allocate(4096, 64);
-  ASSERT_TRUE(allocation);
-  auto prefix = sm.create_shared_prefix(64);
-  ASSERT_TRUE(prefix);
   {
     // Once checked, a call acts, and its answer is the capability's.
     ORTMEM_CTS_CHECKING("BIND-016");
-    EXPECT_EQ(vb.committed_bytes(*allocation), CapabilityProbe::kCommitted);
-    EXPECT_EQ(vb.decommit(*allocation, 0, 4096), CapabilityProbe::kUnmapped);
-    EXPECT_EQ(vb.mapped_bytes_for_allocation(12345, 64), 12345U);
-    EXPECT_EQ(sm.incremental_owned_bytes(*prefix), CapabilityProbe::kUnmapped);
-    EXPECT_EQ(sm.commit_shared_prefix(*prefix, *allocation, 0), CapabilityProbe::kCommitInfo);
-    auto committed = vb.allocate_committed(8192, 64, {});
+    EXPECT_EQ(vb_->committed_bytes(*allocation_), CapabilityProbe::kCommitted);
+    EXPECT_EQ(vb_->decommit(*allocation_, 0, 4096), CapabilityProbe::kUnmapped);
+    EXPECT_EQ(vb_->mapped_bytes_for_allocation(12345, 64), 12345U);
+    EXPECT_EQ(sm_->incremental_owned_bytes(*prefix_), CapabilityProbe::kUnmapped);
+    EXPECT_EQ(sm_->commit_shared_prefix(*prefix_, *allocation_, 0), CapabilityProbe::kCommitInfo);
+    auto committed = vb_->allocate_committed(8192, 64, {});
     ASSERT_TRUE(committed) << committed.error().message();
     EXPECT_EQ(registry_->snapshot(mechanism_)->live_allocations, 2U) << "reserved memory was not adopted";
     ASSERT_TRUE(std::move(*committed).release_now());
@@ -190,16 +207,16 @@ TEST_P(RegistryRules, BoundCapabilitiesHandBackTheCapabilitysAnswersAndRefusals)
     ORTMEM_CTS_EXPECT_NAMES(refused.error(), {.kind = BindingError::Kind::kMemory});
   };
   ORTMEM_CTS_CHECKING("BIND-018");
-  passed_on(vb.commit(*allocation, 0, 4096));
-  passed_on(vb.decommit(*allocation, 0, 4096));
-  passed_on(vb.mapped_bytes_for_allocation(4096, 64));
-  passed_on(vb.allocate_committed(8192, 64, {}));
-  passed_on(sm.create_shared_prefix(64));
-  passed_on(sm.incremental_owned_bytes(*prefix));
-  passed_on(sm.commit_shared_prefix(*prefix, *allocation, 0));
+  passed_on(vb_->commit(*allocation_, 0, 4096));
+  passed_on(vb_->decommit(*allocation_, 0, 4096));
+  passed_on(vb_->mapped_bytes_for_allocation(4096, 64));
+  passed_on(vb_->allocate_committed(8192, 64, {}));
+  passed_on(sm_->create_shared_prefix(64));
+  passed_on(sm_->incremental_owned_bytes(*prefix_));
+  passed_on(sm_->commit_shared_prefix(*prefix_, *allocation_, 0));
   EXPECT_EQ(registry_->snapshot(mechanism_)->live_allocations, 1U) << "a refused reservation left a record";
   probe_->refuse = false;
-  ASSERT_TRUE(binding_->release(std::move(*allocation)));
+  ASSERT_TRUE(binding_->release(std::move(*allocation_)));
 }
 
 TEST_P(RegistryRules, AReservationThatCannotBeRecordedIsGivenBack) {
@@ -268,15 +285,9 @@ TEST_P(RegistryRules, APrefixOfAnotherRegistryIsForeign) {
   ASSERT_TRUE(binding_->release(std::move(*target)));
 }
 
-TEST_P(RegistryRules, NoCapabilityIsAskedAnythingAfterDeviceLoss) {
+TEST_P(ThroughCapabilities, NoCapabilityIsAskedAnythingAfterDeviceLoss) {
   covers("TEAR-004");
-  auto vb = **binding_->virtual_backing();
-  auto sm = **binding_->shared_mapping();
-  auto allocation = binding_->allocate(4096, 64);
-  ASSERT_TRUE(allocation);
-  auto prefix = sm.create_shared_prefix(64);
-  ASSERT_TRUE(prefix);
-  auto view = allocation->view(0, 64);
+  auto view = allocation_->view(0, 64);
   ASSERT_TRUE(view);
   ASSERT_TRUE(registry_->invalidate_device(info().device, "test: lost under a capability"));
   const int calls = probe_->calls.load();
@@ -286,20 +297,20 @@ TEST_P(RegistryRules, NoCapabilityIsAskedAnythingAfterDeviceLoss) {
     EXPECT_EQ(refused.error().kind(), BindingError::Kind::kDeviceLost) << refused.error().message();
     EXPECT_EQ(refused.error().loss_reason(), "test: lost under a capability");
   };
-  lost(vb.allocate_committed(4096, 64, {}));
-  lost(vb.commit(*allocation, 0, 4096));
-  lost(vb.decommit(*allocation, 0, 4096));
-  lost(vb.committed_bytes(*allocation));
-  lost(vb.mapped_bytes_for_allocation(4096, 64));
-  lost(sm.create_shared_prefix(64));
-  lost(sm.incremental_owned_bytes(*prefix));
-  lost(sm.commit_shared_prefix(*prefix, *allocation, 0));
+  lost(vb_->allocate_committed(4096, 64, {}));
+  lost(vb_->commit(*allocation_, 0, 4096));
+  lost(vb_->decommit(*allocation_, 0, 4096));
+  lost(vb_->committed_bytes(*allocation_));
+  lost(vb_->mapped_bytes_for_allocation(4096, 64));
+  lost(sm_->create_shared_prefix(64));
+  lost(sm_->incremental_owned_bytes(*prefix_));
+  lost(sm_->commit_shared_prefix(*prefix_, *allocation_, 0));
   EXPECT_EQ(probe_->calls.load(), calls) << "a capability acted on a lost device";
   EXPECT_EQ(probe_->queries.load(), queries) << "a capability was asked about a lost device";
   // Nor is the binding's own path to memory open: discovery, views, adoption.
   lost(binding_->virtual_backing());
   lost(binding_->shared_mapping());
-  lost(allocation->view(0, 64));
+  lost(allocation_->view(0, 64));
   bool called = false;
   lost(binding_->with_view(*view, [&](ValidatedMemoryView) { called = true; }));
   EXPECT_FALSE(called) << "a view of a lost device reached its callback";
@@ -422,6 +433,7 @@ TEST_P(RegistryRules, ReleaseUsesExactlyTheRecordedSizeAndAlignment) {
 }
 
 ORTMEM_CTS_INSTANTIATE(RegistryRules);
+ORTMEM_CTS_INSTANTIATE(ThroughCapabilities);
 
 }  // namespace
 }  // namespace ortmem::cts

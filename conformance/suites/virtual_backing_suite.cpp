@@ -31,6 +31,14 @@ class VirtualBackingSuite : public CapabilitySuite<Capability::kVirtualBacking> 
     ASSERT_GT(granule_, 0U) << "the estimate for one byte maps nothing, so it is below what committing that byte maps";
   }
 
+  // A reservation of `bytes`, all committed, every byte written `value`
+  // (so every page is resident); null when it was refused.
+  void* committed_and_filled(std::size_t bytes, std::uint8_t value) {
+    void* ptr = reserve(bytes, {{0, bytes}});
+    if (ptr != nullptr) adapter().memory().fill(ptr, bytes, value);
+    return ptr;
+  }
+
   // Releases `ptr` under the faults the caller armed, then clears them and
   // forgets the allocation. A Failed release changed nothing (ALLOC-018), so
   // releasing again with no fault armed must then succeed.
@@ -768,9 +776,8 @@ TEST_P(VirtualBackingSuite, ADecommittedRangeCanBeCommittedAgain) {
   // Again and again, over the same bytes and over others: a mechanism that
   // recycles what it decommitted must keep serving the second recommit too.
   const std::size_t bytes = 4 * granule_;
-  void* ptr = reserve(bytes, {{0, bytes}});
+  void* ptr = committed_and_filled(bytes, 0x77);
   ASSERT_NE(ptr, nullptr);
-  adapter().memory().fill(ptr, bytes, 0x77);
   const ByteRange ranges[] = {
       {0, bytes},   {granule_, 2 * granule_}, {0, bytes}, {2 * granule_, 4 * granule_}, {granule_, 2 * granule_},
       {0, granule_}};
@@ -811,9 +818,8 @@ TEST_P(VirtualBackingSuite, AFailedDecommitChangesNothingOrSaysWhat) {
   covers("VB-008");
   ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
   const std::size_t bytes = 4 * granule_;
-  void* ptr = reserve(bytes, {{0, bytes}});
+  void* ptr = committed_and_filled(bytes, 0x31);
   ASSERT_NE(ptr, nullptr);
-  adapter().memory().fill(ptr, bytes, 0x31);
   if (!adapter().faults()->arm(FaultPoint::kDecommit, 3)) {  // fail part way through four granules
     GTEST_SKIP() << kNotApplicable << "the adapter has no fault point in a decommit";
   }
@@ -843,9 +849,8 @@ TEST_P(VirtualBackingSuite, ADecommitGaveBackWhatItCountsUnmapped) {
   for (const std::size_t granules : {std::size_t{1}, run}) {
     SCOPED_TRACE(std::to_string(granules) + " granules");
     const std::size_t bytes = (granules + 1) * granule_;
-    void* ptr = reserve(bytes, {{0, bytes}});
+    void* ptr = committed_and_filled(bytes, 0x2B);
     ASSERT_NE(ptr, nullptr);
-    adapter().memory().fill(ptr, bytes, 0x2B);  // every page resident
     const std::size_t before = resident_bytes_now();
     const auto unmapped = backing_->decommit_allocation_range(ptr, bytes, 64, granule_, granules * granule_);
     const std::size_t after = resident_bytes_now();
@@ -870,9 +875,8 @@ TEST_P(VirtualBackingSuite, AFailedDiscardInADecommitLosesNoBytes) {
   covers("VB-008");
   ORTMEM_CTS_REQUIRE(Capability::kFaultInjection);
   const std::size_t bytes = 4 * granule_;
-  void* ptr = reserve(bytes, {{0, bytes}});
+  void* ptr = committed_and_filled(bytes, 0x5C);
   ASSERT_NE(ptr, nullptr);
-  adapter().memory().fill(ptr, bytes, 0x5C);
   if (!adapter().faults()->arm(FaultPoint::kPhysicalFree, 2)) {
     GTEST_SKIP() << kNotApplicable << "the adapter has no fault point where physical memory is given back";
   }

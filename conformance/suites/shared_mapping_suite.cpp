@@ -311,7 +311,7 @@ TEST_P(SharedMappingSuite, PhysicalBytesLiveUntilTheLastHolderInEitherOrder) {
     adapter().memory().fill(owner_window(*shared), granule_, 0x6E);
     ASSERT_TRUE(mapping_->commit_shared_prefix(*shared, ptr, granule_, 0));
     ASSERT_TRUE(allocator_->release(ptr, granule_, 64).is_complete());
-    std::erase_if(live_, [&](const auto& entry) { return entry.first == ptr; });
+    forget(ptr);
     EXPECT_TRUE(holds(owner_window(*shared), granule_, 0x6E))
         << "the bytes went with the mapping while the handle remained";
   }
@@ -396,7 +396,7 @@ TEST_P(SharedMappingSuite, TheLastHolderFreesThePrefixMemoryInEitherOrder) {
       ORTMEM_CTS_PRECONDITION();
       ASSERT_TRUE(allocator_->release(ptr, bytes, 64).is_complete());
     }
-    std::erase_if(live_, [&](const auto& entry) { return entry.first == ptr; });
+    forget(ptr);
     shared.reset();
   }
   const std::size_t end_bytes = mapped_bytes_now();
@@ -442,7 +442,7 @@ TEST_P(SharedMappingSuite, AReleaseStoppedAfterItsUnmapsLetsThePrefixGo) {
     // A Failed release changed nothing (ALLOC-018's to judge): the next one counts.
     if (outcome.is_failed()) outcome = allocator_->release(ptr, granule_, 64);
     if (outcome.is_failed()) continue;
-    std::erase_if(live_, [&](const auto& entry) { return entry.first == ptr; });
+    forget(ptr);
     if (outcome.is_complete() || outcome.residual()->retained_bytes == 0) {
       growth += static_cast<long>(open_descriptors_now()) - before;
       ++judged;
@@ -576,7 +576,7 @@ TEST_P(SharedMappingSuite, WhatAFailedPrefixStepCouldNotTakeBackStaysOwned) {
       EXPECT_TRUE(holds(at(ptr, granule_), 64, 0x2E)) << "a prefix commit reported done does not show the prefix";
     }
     shared.reset();
-    std::erase_if(live_, [&](const auto& entry) { return entry.first == ptr; });
+    forget(ptr);
     const auto outcome = allocator_->release(ptr, bytes, 64);
     if (outcome.is_complete() || (outcome.is_quarantined() && outcome.residual()->retained_bytes == 0)) {
       released_growth += static_cast<long>(open_descriptors_now()) - before;

@@ -74,9 +74,6 @@ class VirtualBackingSuite : public CapabilitySuite<Capability::kVirtualBacking> 
     live_.emplace_back(*ptr, bytes);
     return *ptr;
   }
-  void forget(void* ptr) {
-    std::erase_if(live_, [&](const auto& entry) { return entry.first == ptr; });
-  }
   std::size_t committed(void* ptr, std::size_t bytes) { return backing_->allocation_committed_bytes(ptr, bytes, 64); }
   bool holds(void* ptr, std::size_t bytes, std::uint8_t value) {
     return reads_as(adapter().memory(), ptr, bytes, value);

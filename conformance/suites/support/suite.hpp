@@ -265,6 +265,11 @@ class CapabilitySuite : public RequiringCapability<AllocatorSuite, capability> {
     for (const auto& [ptr, bytes] : live_) (void)this->allocator_->release(ptr, bytes, 64);
   }
 
+  // Drops `ptr` from live_: it was released, or may never be again.
+  void forget(void* ptr) {
+    std::erase_if(live_, [&](const auto& entry) { return entry.first == ptr; });
+  }
+
   std::vector<std::pair<void*, std::size_t>> live_;
 };
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the default preset, runs the reference benchmarks and prints the
-# ratios against their in-run baselines as a Markdown table.
+# ratios against their in-run baselines and their targets as a Markdown table.
 #
 #   bash scripts/bench.sh [OUT.json]     # default build/bench.json
 set -euo pipefail

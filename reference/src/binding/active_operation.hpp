@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "ortmem/detail/lock_guard.hpp"
+#include "published_count.hpp"
 #include "ortmem/detail/spin_lock.hpp"
 #include "ortmem/detail/thread_annotations.hpp"
 
@@ -24,7 +25,7 @@ namespace ortmem::detail {
 class ActiveOperation {
  public:
   // Adopts one count that the caller added to `count` under `guard`.
-  ActiveOperation(SpinLock& guard, std::size_t& count) noexcept : guard_(&guard), count_(&count) {}
+  ActiveOperation(SpinLock& guard, PublishedCount& count) noexcept : guard_(&guard), count_(&count) {}
   ActiveOperation(const ActiveOperation&) = delete;
   ActiveOperation& operator=(const ActiveOperation&) = delete;
   ActiveOperation(ActiveOperation&& other) noexcept
@@ -43,14 +44,14 @@ class ActiveOperation {
   // nothing if the count is another lock's (taking it here could deadlock).
   void finish_holding(const SpinLock& held) noexcept ORTMEM_REQUIRES(held) {
     if (guard_ != &held) return;
-    --*count_;
+    count_->lower();
     guard_ = nullptr;
     count_ = nullptr;
   }
 
  private:
   SpinLock* guard_;
-  std::size_t* count_;
+  PublishedCount* count_;
 };
 
 }  // namespace ortmem::detail

@@ -17,7 +17,8 @@ BindingError Mechanism::inactive_error(MechanismLifecycle lifecycle, std::string
 }
 
 Expected<ActiveOperation, BindingError> Mechanism::begin_active(std::string_view operation) {
-  RecordShard& shard = records_.shard(RecordTable::home_shard());
+  // Every count starts here, in the opening thread's shard (see published_totals).
+  RecordShard& shard = records_.home_in_use();
   MechanismLifecycle lifecycle{};
   {
     // Counted in the same step that checks the lifecycle, so a confirmation
@@ -26,7 +27,7 @@ Expected<ActiveOperation, BindingError> Mechanism::begin_active(std::string_view
     const LockGuard lock(shard.guard);
     lifecycle = lifecycle_.load(std::memory_order_acquire);
     if (lifecycle == MechanismLifecycle::kActive) {
-      ++shard.active;
+      shard.active.raise();
       return ActiveOperation(shard.guard, shard.active);
     }
   }
@@ -115,8 +116,10 @@ CheckResult Mechanism::take_for_release(const BindingIdentity& through, const Al
       if (found == nullptr || !matches(*found, expected)) return fail(BindingError::stale_allocation(identity));
       // Removing the record under this lock is what makes release exactly-once:
       // a second racer finds nothing and is told its metadata is stale.
+      // Queued before it leaves the live count, so an unlocked snapshot that
+      // reads live first finds it in one of the two (PublishedCount).
+      shard.queued.raise();
       shard.erase(slot.index);
-      ++shard.queued;
       return CheckPassed{};
     }
   }
@@ -127,10 +130,26 @@ Mechanism::ShardTotals Mechanism::shard_totals() {
   ShardTotals totals;
   for (RecordShard& shard : records_.shards()) {
     const LockGuard shard_lock(shard.guard);
-    totals.live += shard.live();
-    totals.queued += shard.queued;
-    totals.active += shard.active;
+    totals.live += shard.live().read();
+    totals.queued += shard.queued.read();
+    totals.active += shard.active.read();
   }
+  return totals;
+}
+
+Mechanism::ShardTotals Mechanism::published_totals() const {
+  ShardTotals totals;
+  // Only shards in use: a request starts in its opening thread's shard,
+  // marked in use first, and never moves to another.
+  records_.for_each_in_use([&](const RecordShard& shard) {
+    // In the order a request moves through them (opened, recorded live,
+    // queued for release): each step raises the next count before it lowers
+    // this one, so a request that left a count read here is found in a
+    // count read after it.
+    totals.active += shard.active.read();
+    totals.live += shard.live().read();
+    totals.queued += shard.queued.read();
+  });
   return totals;
 }
 
@@ -148,7 +167,7 @@ Mechanism::Gate Mechanism::release_gate() const noexcept {
 void Mechanism::settle_released(RecordSlot slot) noexcept {
   RecordShard& shard = records_.shard(slot.shard);
   const LockGuard lock(shard.guard);
-  --shard.queued;
+  shard.queued.lower();
 }
 
 void Mechanism::settle_quarantined(RecordSlot slot, const QuarantinedAllocation& record) noexcept {
@@ -162,8 +181,11 @@ void Mechanism::record_quarantine(const QuarantinedAllocation& record) noexcept 
   const LockGuard lock(mutex_);
   // Termination already discharged it.
   if (lifecycle_.load(std::memory_order_relaxed) == MechanismLifecycle::kTerminated) return;
-  ++quarantined_count_;
-  quarantined_bytes_ += record.retained_bytes;
+  // Published before the settlement lowers the queued count, which a
+  // snapshot reads first (see published_totals).
+  quarantined_count_.store(quarantined_count_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  quarantined_bytes_.store(quarantined_bytes_.load(std::memory_order_relaxed) + record.retained_bytes,
+                           std::memory_order_release);
   try {
     quarantined_.emplace(record.identity.generation.opaque().serial(), record);
   } catch (const std::bad_alloc&) {
@@ -216,17 +238,30 @@ void Mechanism::terminate() {
     shard.clear();
   }
   quarantined_.clear();
-  quarantined_count_ = 0;
-  quarantined_bytes_ = 0;
+  quarantined_count_.store(0, std::memory_order_release);
+  quarantined_bytes_.store(0, std::memory_order_release);
 }
 
 MechanismLifecycle Mechanism::lifecycle() { return lifecycle_.load(std::memory_order_acquire); }
 
-MechanismSnapshot Mechanism::snapshot() {
-  const LockGuard lock(mutex_);
-  // The lifecycle is read before the shards, as a confirmation reads them.
+MechanismSnapshot Mechanism::snapshot() const {
+  // No lock: a snapshot of a quiet mechanism writes nothing a working thread
+  // reads. The lifecycle is read before the shards, as a confirmation reads
+  // them, and the quarantine after them, since a settling request joins it
+  // before it leaves the queued count.
   const MechanismLifecycle lifecycle = lifecycle_.load(std::memory_order_acquire);
-  const ShardTotals totals = shard_totals();
+  return snapshot_of(lifecycle, published_totals());
+}
+
+MechanismSnapshot Mechanism::quiescence_snapshot() {
+  // As a confirmation reads: an operation let in before the lifecycle read
+  // here is still being admitted under its shard lock, not yet counted where
+  // an unlocked read would look.
+  const MechanismLifecycle lifecycle = lifecycle_.load(std::memory_order_acquire);
+  return snapshot_of(lifecycle, shard_totals());
+}
+
+MechanismSnapshot Mechanism::snapshot_of(MechanismLifecycle lifecycle, const ShardTotals& totals) const {
   return MechanismSnapshot{
       .identity = identity_,
       .device = device_,
@@ -237,8 +272,8 @@ MechanismSnapshot Mechanism::snapshot() {
       .live_allocations = totals.live,
       .active_operations = totals.active_operations(),
       .queued_releases = totals.queued,
-      .quarantined_allocations = quarantined_count_,
-      .quarantined_bytes = quarantined_bytes_,
+      .quarantined_allocations = quarantined_count_.load(std::memory_order_acquire),
+      .quarantined_bytes = quarantined_bytes_.load(std::memory_order_acquire),
   };
 }
 

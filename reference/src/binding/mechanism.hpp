@@ -114,14 +114,19 @@ class Mechanism {
   void terminate();
   [[nodiscard]] MechanismLifecycle lifecycle();
 
-  [[nodiscard]] MechanismSnapshot snapshot();
+  // Reads without a lock, in time independent of how many allocations are
+  // live or quarantined; never shows a request under way as absent.
+  [[nodiscard]] MechanismSnapshot snapshot() const;
+  // A snapshot whose zero counts, read after a lifecycle that admits no new
+  // operation, stay zero: what removal decides on. Takes every shard lock.
+  [[nodiscard]] MechanismSnapshot quiescence_snapshot();
   [[nodiscard]] std::vector<QuarantinedAllocation> quarantined();
 
  private:
   // The refusal for an operation that found the mechanism `lifecycle`.
   [[nodiscard]] BindingError inactive_error(MechanismLifecycle lifecycle, std::string_view operation);
   void record_quarantine(const QuarantinedAllocation& record) noexcept;
-  // The shards' counts, each shard read under its lock.
+  // The shards' counts.
   struct ShardTotals {
     std::size_t live = 0;
     std::size_t queued = 0;
@@ -130,7 +135,12 @@ class Mechanism {
     // prepared releases that have not settled.
     [[nodiscard]] std::size_t active_operations() const noexcept { return active + queued; }
   };
+  // Each shard read under its lock: misses no operation that a lifecycle
+  // read before it let in (what a confirmation needs).
   [[nodiscard]] ShardTotals shard_totals();
+  // Read without locks: counts each request under way in one of its counts.
+  [[nodiscard]] ShardTotals published_totals() const;
+  [[nodiscard]] MechanismSnapshot snapshot_of(MechanismLifecycle lifecycle, const ShardTotals& totals) const;
   // Moves the lifecycle to `to` unless it is one `from` excludes. A
   // compare-and-swap, not a load then a store: a retire takes no lock, and
   // must not overwrite an invalidation or a termination that lands between
@@ -163,9 +173,10 @@ class Mechanism {
   std::shared_ptr<const std::string> loss_reason_ ORTMEM_GUARDED_BY(mutex_);
   std::unordered_map<std::uint64_t, QuarantinedAllocation> quarantined_ ORTMEM_GUARDED_BY(mutex_);
   // Kept beside the map so a snapshot is O(1) and stays right even if
-  // recording a quarantine entry ran out of memory.
-  std::size_t quarantined_count_ ORTMEM_GUARDED_BY(mutex_) = 0;
-  std::uint64_t quarantined_bytes_ ORTMEM_GUARDED_BY(mutex_) = 0;
+  // recording a quarantine entry ran out of memory. Written only under
+  // mutex_; a snapshot reads them without it.
+  std::atomic<std::size_t> quarantined_count_{0};
+  std::atomic<std::uint64_t> quarantined_bytes_{0};
 
   // Last, so the allocator goes before the records (see Resources).
   Resources resources_;

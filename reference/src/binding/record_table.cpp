@@ -1,7 +1,8 @@
 #include "record_table.hpp"
 
-#include <atomic>
 #include <new>
+
+#include "ortmem/detail/thread_slot.hpp"
 
 namespace ortmem::detail {
 
@@ -29,7 +30,7 @@ std::optional<std::uint32_t> RecordShard::insert(std::uint64_t generation, const
     index = used_++;
   }
   slot(index) = Slot{generation, record};
-  ++live_;
+  live_.raise();
   return index;
 }
 
@@ -38,21 +39,16 @@ void RecordShard::erase(std::uint32_t index) noexcept {
   freed.generation = 0;
   freed.record.address = free_;
   free_ = index;
-  --live_;
+  live_.lower();
 }
 
 void RecordShard::clear() noexcept {
   chunks_.clear();
   used_ = 0;
   free_ = kNoSlot;
-  live_ = 0;
+  live_.reset();
 }
 
-std::uint32_t RecordTable::home_shard() noexcept {
-  // Threads take shards in turn, so a handful of threads each get their own.
-  static std::atomic<std::uint32_t> next{0};
-  thread_local const std::uint32_t home = next.fetch_add(1, std::memory_order_relaxed) % kShards;
-  return home;
-}
+std::uint32_t RecordTable::home_shard() noexcept { return thread_slot() % kShards; }
 
 }  // namespace ortmem::detail

@@ -12,7 +12,8 @@
 // live allocation is the record itself and lookup is an index, whatever the
 // number of live allocations. Freed slots are reused through a free list.
 //
-// Each shard's lock guards its slots and its live, queued and active counts.
+// Each shard's lock guards its slots and every write of its live, queued and
+// active counts; a snapshot reads the counts without it (PublishedCount).
 // The table never takes another lock and never calls out while holding one.
 #pragma once
 
@@ -28,6 +29,7 @@
 #include "ortmem/detail/spin_lock.hpp"
 #include "ortmem/detail/thread_annotations.hpp"
 #include "ortmem/identity.hpp"
+#include "published_count.hpp"
 
 namespace ortmem::detail {
 
@@ -60,7 +62,8 @@ class alignas(64) RecordShard {
   void erase(std::uint32_t index) noexcept ORTMEM_REQUIRES(guard);
   // Drops every record (the memory they describe is gone).
   void clear() noexcept ORTMEM_REQUIRES(guard);
-  [[nodiscard]] std::size_t live() const noexcept ORTMEM_REQUIRES(guard) { return live_; }
+  // Written under the lock; read with or without it.
+  [[nodiscard]] const PublishedCount& live() const noexcept { return live_; }
 
   // Generations for the records this shard stores, handed out under the
   // lock; refilled from the registry's issuer kGenerationBlock at a time.
@@ -70,14 +73,15 @@ class alignas(64) RecordShard {
   // Prepared releases taken from this shard that have not settled (each is
   // also an active operation of the mechanism). Raised in the step that takes
   // the record; lowered when the request settles, after everything the
-  // settlement records.
-  std::size_t queued ORTMEM_GUARDED_BY(guard) = 0;
+  // settlement records. Written only under the lock.
+  PublishedCount queued;
 
   // Operations opened by this shard's threads that have not finished (see
   // ActiveOperation). Raised under the lock in the step that reads the
   // lifecycle, so a confirmation that saw device-lost and then reads this
-  // count under the same lock misses no operation that was let in.
-  std::size_t active ORTMEM_GUARDED_BY(guard) = 0;
+  // count under the same lock misses no operation that was let in. Written
+  // only under the lock.
+  PublishedCount active;
 
  private:
   struct Slot {
@@ -95,7 +99,7 @@ class alignas(64) RecordShard {
   std::vector<std::unique_ptr<Slot[]>> chunks_ ORTMEM_GUARDED_BY(guard);
   std::uint32_t used_ ORTMEM_GUARDED_BY(guard) = 0;  // slots ever handed out; below chunks_.size() * kChunkSlots
   std::uint32_t free_ ORTMEM_GUARDED_BY(guard) = kNoSlot;
-  std::size_t live_ ORTMEM_GUARDED_BY(guard) = 0;
+  PublishedCount live_;  // written only under the lock
 };
 
 class RecordTable {
@@ -105,10 +109,30 @@ class RecordTable {
   [[nodiscard]] RecordShard& shard(std::uint32_t index) noexcept { return shards_[index % kShards]; }
   // The shard new records of the calling thread go to.
   [[nodiscard]] static std::uint32_t home_shard() noexcept;
+  // The calling thread's shard, marked in use before anything is counted in
+  // it: a shard that was never in use holds nothing, so an unlocked reader
+  // reads only the shards in use, and a quiet mechanism used by one thread
+  // costs it one shard. The mark is written once per shard, so the word
+  // stays in every reader's cache.
+  [[nodiscard]] RecordShard& home_in_use() noexcept {
+    const std::uint32_t home = home_shard();
+    const std::uint32_t bit = std::uint32_t{1} << home;
+    if ((in_use_.load(std::memory_order_relaxed) & bit) == 0) in_use_.fetch_or(bit, std::memory_order_release);
+    return shards_[home];
+  }
+  // Calls fn(shard) for each shard marked in use.
+  template <class Fn>
+  void for_each_in_use(Fn&& fn) const {
+    for (std::uint32_t left = in_use_.load(std::memory_order_acquire); left != 0; left &= left - 1) {
+      fn(shards_[static_cast<std::uint32_t>(__builtin_ctz(left))]);
+    }
+  }
 
   [[nodiscard]] std::array<RecordShard, kShards>& shards() noexcept { return shards_; }
+  [[nodiscard]] const std::array<RecordShard, kShards>& shards() const noexcept { return shards_; }
 
  private:
+  std::atomic<std::uint32_t> in_use_{0};  // bit i: shards_[i] was a home shard
   std::array<RecordShard, kShards> shards_;
 };
 

@@ -296,7 +296,7 @@ Expected<void, BindingError> BindingRegistry::confirm_context_terminated(
 Expected<void, BindingError> BindingRegistry::remove(const RegisteredMechanism& mechanism) const {
   auto entry = find(mechanism);
   if (!entry) return fail(entry.error());
-  const MechanismSnapshot snapshot = (*entry)->snapshot();
+  const MechanismSnapshot snapshot = (*entry)->quiescence_snapshot();
   // Quarantine first: it is the reason removal is unsafe that a caller cannot
   // fix by waiting or retiring.
   if (snapshot.quarantined_allocations != 0) {

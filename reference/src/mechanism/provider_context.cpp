@@ -1,112 +1,164 @@
 #include "ortmem/mechanism/provider_context.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
+
+#include "ortmem/detail/thread_slot.hpp"
 
 namespace ortmem::mechanism {
 
-// The state word: bits 62-63 the State, bit 61 "the context object still
-// exists", bits 0-60 the outstanding pin count. Keeping all three in one word
-// makes every decision (grant, refuse, free) a single atomic step.
+// The pin count is sharded: each thread counts in a shard of its own, so two
+// threads pinning one context write no common cache line, and a pin costs one
+// atomic add each way, as a single shared counter would. A pin is counted
+// where it was taken and uncounted where it is given back, so one shard may
+// read negative; only the sum of all shards is a count.
+//
+// Each shard's word holds its count (times two) and a sealed bit. Whatever
+// stops the context accepting work (retirement, device loss, teardown, the
+// context object going away) first seals every shard, under the mutex, and
+// moves their counts into one total guarded by the mutex. A pin or release
+// whose add reached a shard before its seal is in that total; one whose add
+// comes after sees the seal in the value its add returns: a pin is refused
+// (what it added is never read again), a release counts down the total under
+// the mutex. So from the seal on:
+//   - the total is exact, and teardown's wait cannot miss its wake-up;
+//   - exactly one party sees "no pin and no owner" and frees the counter;
+//   - a release that finds the seal still holds its pin in the total until
+//     it counts down under the mutex, so nobody frees the counter under it,
+//     and a release that does not find it touched nothing but its add.
+//
+// A capped context (max_outstanding_pins below the counter's capacity)
+// grants under the mutex, so the cap is exact: only releases change the
+// shards while it sums them, which can only lower the sum, so a sum at the
+// cap was a count at the cap when the sum began, and one below it still is.
 class ProviderContext::Counter final : public PinAnchor {
  public:
-  static constexpr std::uint64_t kCountMask = kCounterCapacity;
-  static constexpr std::uint64_t kOwnerBit = std::uint64_t{1} << 61;
-  static constexpr int kStateShift = 62;
-
   Counter(ProviderContextIdentity identity, std::uint64_t max_pins) noexcept
       : identity_(identity), max_pins_(std::min(max_pins, kCounterCapacity)) {}
 
-  [[nodiscard]] static State state_of(std::uint64_t word) noexcept { return static_cast<State>(word >> kStateShift); }
-  [[nodiscard]] static std::uint64_t count_of(std::uint64_t word) noexcept { return word & kCountMask; }
-  [[nodiscard]] std::uint64_t load() const noexcept { return word_.load(std::memory_order_acquire); }
-
+  [[nodiscard]] State state() const noexcept { return state_.load(std::memory_order_acquire); }
   [[nodiscard]] ProviderContextIdentity context() const noexcept override { return identity_; }
 
   Expected<ProviderContextPin, ProviderContextPinError> acquire() noexcept {
-    std::uint64_t word = word_.load(std::memory_order_relaxed);
-    do {
-      if (state_of(word) != State::kAccepting) {
-        return fail(ProviderContextPinError{ProviderContextPinError::Kind::kContextUnavailable, identity_});
-      }
-      if (count_of(word) >= max_pins_) {
-        return fail(ProviderContextPinError{ProviderContextPinError::Kind::kPinCountOverflow, identity_});
-      }
-    } while (!word_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel, std::memory_order_relaxed));
+    if (max_pins_ < kCounterCapacity) return acquire_capped();
+    if (is_sealed(home().word.fetch_add(kOnePin, std::memory_order_acq_rel))) {
+      return fail(refusal(ProviderContextPinError::Kind::kContextUnavailable));
+    }
     return ProviderContextPin::adopt_counted_claim(*this);
   }
 
   void release_pin() noexcept override {
-    std::uint64_t word = word_.load(std::memory_order_relaxed);
-    do {
-      // The last pin of a context that is being torn down must wake the
-      // waiter. Doing that decrement under the waiter's mutex is what
-      // prevents a lost wake-up between its check and its wait.
-      if (count_of(word) == 1 && state_of(word) != State::kAccepting) {
-        release_last_pin_and_notify();
-        return;
-      }
-    } while (!word_.compare_exchange_weak(word, word - 1, std::memory_order_acq_rel, std::memory_order_relaxed));
-    if (is_unowned_and_unpinned(word - 1)) delete this;
+    if (!is_sealed(home().word.fetch_sub(kOnePin, std::memory_order_acq_rel))) return;
+    bool last_holder = false;
+    {
+      const std::lock_guard lock(mutex_);
+      --sealed_total_;
+      last_holder = !owned_ && sealed_total_ == 0;
+      drained_.notify_all();
+    }
+    if (last_holder) delete this;
   }
 
   void advance_to(State target) noexcept {
-    std::uint64_t word = word_.load(std::memory_order_relaxed);
-    // States only move forward: a request for an earlier state is a no-op.
-    while (state_of(word) < target &&
-           !word_.compare_exchange_weak(
-               word, (word & ~(std::uint64_t{3} << kStateShift)) | (static_cast<std::uint64_t>(target) << kStateShift),
-               std::memory_order_acq_rel, std::memory_order_relaxed)) {
-    }
+    const std::lock_guard lock(mutex_);
+    advance_locked(target);
+  }
+
+  [[nodiscard]] std::uint64_t outstanding() noexcept {
+    const std::lock_guard lock(mutex_);
+    if (sealed_) return static_cast<std::uint64_t>(sealed_total_);
+    // Exact whenever no pin is taken or given back meanwhile, which is what
+    // PIN-009 asks. A sum read during traffic may pair a release with no
+    // acquire; it is shown as zero rather than as a negative count.
+    return static_cast<std::uint64_t>(std::max<std::int64_t>(unsealed_sum(), 0));
   }
 
   Expected<void, TeardownBusy> teardown(std::chrono::steady_clock::time_point deadline) noexcept {
-    advance_to(State::kRetiring);
     std::unique_lock lock(mutex_);
-    const bool drained = drained_.wait_until(lock, deadline, [&] { return count_of(load()) == 0; });
-    if (!drained) return fail(TeardownBusy{identity_, count_of(load())});
-    advance_to(State::kTerminated);
+    advance_locked(State::kRetiring);
+    const bool drained = drained_.wait_until(lock, deadline, [&] { return sealed_total_ == 0; });
+    if (!drained) return fail(TeardownBusy{identity_, static_cast<std::uint64_t>(sealed_total_)});
+    advance_locked(State::kTerminated);
     return {};
   }
 
   // The context object is going away; free now if no pin is outstanding,
   // otherwise the last pin's release frees.
   void owner_gone() noexcept {
-    std::uint64_t previous;
-    {
-      const std::lock_guard lock(mutex_);  // serialises with release_last_pin_and_notify
-      previous = word_.fetch_and(~kOwnerBit, std::memory_order_acq_rel);
-    }
-    if (count_of(previous) == 0) delete this;
-  }
-
-  // Nobody can reach the counter any more: the context object is gone and no pin is left.
-  [[nodiscard]] static bool is_unowned_and_unpinned(std::uint64_t word) noexcept {
-    return count_of(word) == 0 && (word & kOwnerBit) == 0;
-  }
-
-  void mark_owned() noexcept { word_.fetch_or(kOwnerBit, std::memory_order_relaxed); }
-
- private:
-  ~Counter() = default;
-
-  void release_last_pin_and_notify() noexcept {
-    bool last_holder;
+    bool unpinned = false;
     {
       const std::lock_guard lock(mutex_);
-      last_holder = is_unowned_and_unpinned(word_.fetch_sub(1, std::memory_order_acq_rel) - 1);
-      drained_.notify_all();
+      seal_locked();
+      owned_ = false;
+      unpinned = sealed_total_ == 0;
     }
-    if (last_holder) delete this;
+    if (unpinned) delete this;
+  }
+
+ private:
+  static constexpr std::int64_t kSealed = 1;
+  static constexpr std::int64_t kOnePin = 2;
+  static constexpr std::uint32_t kShards = 16;
+
+  struct alignas(64) Shard {
+    std::atomic<std::int64_t> word{0};  // pins * kOnePin, plus kSealed once sealed
+  };
+
+  ~Counter() = default;
+
+  [[nodiscard]] static bool is_sealed(std::int64_t word) noexcept { return (word & kSealed) != 0; }
+  [[nodiscard]] Shard& home() noexcept { return shards_[detail::thread_slot() % kShards]; }
+  [[nodiscard]] ProviderContextPinError refusal(ProviderContextPinError::Kind kind) const noexcept {
+    return ProviderContextPinError{kind, identity_};
+  }
+
+  // Called with mutex_ held.
+  void advance_locked(State target) noexcept {
+    // Sealed first: whoever reads the new state finds every shard sealed.
+    seal_locked();
+    // States only move forward: a request for an earlier state is a no-op.
+    if (state_.load(std::memory_order_relaxed) < target) state_.store(target, std::memory_order_release);
+  }
+  void seal_locked() noexcept {
+    if (sealed_) return;
+    for (Shard& shard : shards_) sealed_total_ += shard.word.fetch_or(kSealed, std::memory_order_acq_rel) / kOnePin;
+    sealed_ = true;
+  }
+  // Called with mutex_ held, before the seal.
+  [[nodiscard]] std::int64_t unsealed_sum() const noexcept {
+    std::int64_t pins = 0;
+    for (const Shard& shard : shards_) pins += shard.word.load(std::memory_order_acquire) / kOnePin;
+    return pins;
+  }
+
+  Expected<ProviderContextPin, ProviderContextPinError> acquire_capped() noexcept {
+    const std::lock_guard lock(mutex_);
+    if (sealed_) return fail(refusal(ProviderContextPinError::Kind::kContextUnavailable));
+    if (unsealed_sum() >= static_cast<std::int64_t>(max_pins_)) {
+      return fail(refusal(ProviderContextPinError::Kind::kPinCountOverflow));
+    }
+    // No seal can come in between: sealing takes the mutex held here.
+    home().word.fetch_add(kOnePin, std::memory_order_acq_rel);
+    return ProviderContextPin::adopt_counted_claim(*this);
   }
 
   const ProviderContextIdentity identity_;
   const std::uint64_t max_pins_;
-  std::atomic<std::uint64_t> word_{0};
+  std::atomic<State> state_{State::kAccepting};
+  std::array<Shard, kShards> shards_;
+  // Guards everything below, the seal and every count after it.
   std::mutex mutex_;
   std::condition_variable drained_;
+  bool sealed_ = false;
+  // The outstanding pins once sealed: the shards' counts at their seal, less
+  // every release since.
+  std::int64_t sealed_total_ = 0;
+  // False once the context object is gone (the shards are sealed by then).
+  bool owned_ = true;
 };
 
 std::string TeardownBusy::message() const {
@@ -116,9 +168,7 @@ std::string TeardownBusy::message() const {
 }
 
 ProviderContext::ProviderContext(ProviderContextIdentity identity, Options options)
-    : counter_(new Counter(identity, options.max_outstanding_pins)) {
-  counter_->mark_owned();
-}
+    : counter_(new Counter(identity, options.max_outstanding_pins)) {}
 
 ProviderContext::~ProviderContext() { counter_->owner_gone(); }
 
@@ -126,9 +176,9 @@ ProviderContextIdentity ProviderContext::context() const noexcept { return count
 
 Expected<ProviderContextPin, ProviderContextPinError> ProviderContext::pin() noexcept { return counter_->acquire(); }
 
-ProviderContext::State ProviderContext::state() const noexcept { return Counter::state_of(counter_->load()); }
+ProviderContext::State ProviderContext::state() const noexcept { return counter_->state(); }
 
-std::uint64_t ProviderContext::outstanding_pins() const noexcept { return Counter::count_of(counter_->load()); }
+std::uint64_t ProviderContext::outstanding_pins() const noexcept { return counter_->outstanding(); }
 
 void ProviderContext::begin_retirement() noexcept { counter_->advance_to(State::kRetiring); }
 

@@ -11,11 +11,14 @@
 // busy with the count once its deadline passes. It never finishes with a pin
 // alive.
 //
-// The pin count and the state share one atomic word, so "refuse after
-// retirement" and "count exactly" hold under any interleaving of pin(),
-// pin release and teardown, and a pin costs one atomic read-modify-write to
-// take and one to give back. The counter may be capped (max_outstanding_pins);
-// one more pin than the cap is refused with pin-count-overflow, never wrapped.
+// "Refuse after retirement" and "count exactly" hold under any interleaving
+// of pin(), pin release and teardown. The count is kept per thread, so
+// threads pinning one context share no written cache line: a pin costs one
+// compare-and-swap on the calling thread's shard each way. The counter may be
+// capped (max_outstanding_pins); one more pin than the cap is refused with
+// pin-count-overflow, never wrapped. A capped context grants pins one at a
+// time under its mutex, which keeps the cap exact at the price of that
+// shared lock; an uncapped one grants without it.
 //
 // Pins may outlive this object: the counter is freed by whichever goes last,
 // the context or its final pin.

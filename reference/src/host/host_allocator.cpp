@@ -5,12 +5,12 @@
 #include <cstring>
 #include <new>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "ortmem/detail/lock_guard.hpp"
-#include "ortmem/detail/mutex.hpp"
+#include "ortmem/detail/spin_lock.hpp"
 #include "ortmem/detail/thread_annotations.hpp"
+#include "live_block_table.hpp"
 
 namespace ortmem::host {
 namespace {
@@ -36,17 +36,16 @@ void raw_free(void* ptr, std::size_t align) noexcept {
   }
 }
 
-struct LiveRecord {
-  std::size_t bytes;
-  std::size_t align;
-};
-
 // The totals live in the shards, beside the records they count, so that
-// threads working on different shards write no common cache line.
+// threads working on different shards write no common cache line. A spin
+// lock, not a mutex: the critical section is a table probe and an add, and a
+// mutex's two atomic operations each way cost more than that. The one call out
+// under it is the table's growth, a doubling, so it happens only a logarithmic
+// number of times in a shard's life.
 struct alignas(64) Shard {
-  mutable detail::Mutex mutex;
-  std::unordered_map<std::uintptr_t, LiveRecord> live ORTMEM_GUARDED_BY(mutex);
-  std::uint64_t live_bytes ORTMEM_GUARDED_BY(mutex) = 0;
+  mutable detail::SpinLock lock;
+  detail::LiveBlockTable live ORTMEM_GUARDED_BY(lock);
+  std::uint64_t live_bytes ORTMEM_GUARDED_BY(lock) = 0;
 };
 
 }  // namespace
@@ -69,7 +68,7 @@ struct HostAllocator::Shards {
   Totals totals() const noexcept {
     Totals sum;
     for (const Shard& one : shard) {
-      const detail::LockGuard lock(one.mutex);
+      const detail::LockGuard guard(one.lock);
       sum.allocations += one.live.size();
       sum.bytes += one.live_bytes;
     }
@@ -94,21 +93,25 @@ HostAllocator::~HostAllocator() {
   static auto* const abandoned = new Abandoned;
   const std::lock_guard lock(abandoned->mutex);
   for (Shard& shard : shards_->shard) {
-    const detail::LockGuard shard_lock(shard.mutex);
-    for (const auto& [address, record] : shard.live) abandoned->blocks.push_back(reinterpret_cast<void*>(address));
+    const detail::LockGuard shard_lock(shard.lock);
+    shard.live.for_each([&](const detail::LiveBlockTable::Block& block) {
+      abandoned->blocks.push_back(reinterpret_cast<void*>(block.address));
+    });
   }
 }
 
 std::size_t HostAllocator::reclaim_all_after_context_destroyed() noexcept {
   std::size_t reclaimed = 0;
   for (Shard& shard : shards_->shard) {
-    std::unordered_map<std::uintptr_t, LiveRecord> live;
+    detail::LiveBlockTable live;
     {
-      const detail::LockGuard lock(shard.mutex);
+      const detail::LockGuard guard(shard.lock);
       live.swap(shard.live);
       shard.live_bytes = 0;
     }
-    for (const auto& [address, record] : live) raw_free(reinterpret_cast<void*>(address), record.align);
+    live.for_each([](const detail::LiveBlockTable::Block& block) {
+      raw_free(reinterpret_cast<void*>(block.address), block.align);
+    });
     reclaimed += live.size();
   }
   return reclaimed;
@@ -135,11 +138,13 @@ Expected<void*, MemoryError> HostAllocator::allocate(std::size_t bytes, std::siz
         "host is out of memory)"));
   }
   Shard& shard = shards_->of(ptr);
-  try {
-    const detail::LockGuard lock(shard.mutex);
-    shard.live.emplace(reinterpret_cast<std::uintptr_t>(ptr), LiveRecord{bytes, align});
-    shard.live_bytes += bytes;
-  } catch (const std::bad_alloc&) {
+  bool recorded = false;
+  {
+    const detail::LockGuard guard(shard.lock);
+    recorded = shard.live.insert({reinterpret_cast<std::uintptr_t>(ptr), bytes, align});
+    if (recorded) shard.live_bytes += bytes;
+  }
+  if (!recorded) {
     raw_free(ptr, align);
     return fail(MemoryError::allocation_failed(Tier::kHost, bytes,
                                                "the host is out of memory for the allocator's own live record"));
@@ -150,16 +155,16 @@ Expected<void*, MemoryError> HostAllocator::allocate(std::size_t bytes, std::siz
 AllocationReleaseOutcome HostAllocator::release(void* ptr, std::size_t bytes, std::size_t align) noexcept {
   Shard& shard = shards_->of(ptr);
   {
-    const detail::LockGuard lock(shard.mutex);
-    const auto found = shard.live.find(reinterpret_cast<std::uintptr_t>(ptr));
-    if (found == shard.live.end()) {
+    const detail::LockGuard guard(shard.lock);
+    detail::LiveBlockTable::Block* found = shard.live.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (found == nullptr) {
       return AllocationReleaseOutcome::failed(
           "the address is not a live allocation of this host allocator (never allocated here, or "
           "already released); nothing was changed");
     }
-    if (found->second.bytes != bytes || found->second.align != align) {
-      return AllocationReleaseOutcome::failed("the allocation is live with " + std::to_string(found->second.bytes) +
-                                              " bytes at alignment " + std::to_string(found->second.align) + ", not " +
+    if (found->bytes != bytes || found->align != align) {
+      return AllocationReleaseOutcome::failed("the allocation is live with " + std::to_string(found->bytes) +
+                                              " bytes at alignment " + std::to_string(found->align) + ", not " +
                                               std::to_string(bytes) + " bytes at alignment " + std::to_string(align) +
                                               "; nothing was changed: release it with its own size and alignment");
     }

@@ -168,6 +168,8 @@ class MemoryBinding {
     AllocationGeneration generation;
     detail::RecordSlot slot;
     void* ptr;
+    // The mechanism, held the way its handles hold it (Mechanism::make).
+    std::shared_ptr<detail::Mechanism> pin;
   };
   // Records ptr as live; `operation` (the caller's, still open) ends in the same step.
   [[nodiscard]] Expected<RecordedAllocation, BindingError> record_allocation(void* ptr, std::size_t bytes,
@@ -176,9 +178,8 @@ class MemoryBinding {
   // Opens an operation, allocates with no lock held and records the result.
   [[nodiscard]] Expected<RecordedAllocation, BindingError> allocate_recorded(std::size_t bytes,
                                                                              std::size_t align) const;
-  [[nodiscard]] BoundAllocation metadata(const RecordedAllocation& recorded, std::size_t bytes,
-                                         std::size_t align) const;
-  [[nodiscard]] Expected<OwningAllocation, BindingError> owner_of(const RecordedAllocation& recorded, std::size_t bytes,
+  [[nodiscard]] BoundAllocation metadata(RecordedAllocation&& recorded, std::size_t bytes, std::size_t align) const;
+  [[nodiscard]] Expected<OwningAllocation, BindingError> owner_of(RecordedAllocation&& recorded, std::size_t bytes,
                                                                   std::size_t align) const;
 
   BindingIdentity identity_;

@@ -22,19 +22,18 @@ Expected<MemoryBinding::RecordedAllocation, BindingError> MemoryBinding::record_
     void* ptr, std::size_t bytes, std::size_t align, detail::ActiveOperation& operation) const {
   auto recorded = mechanism_->record(record_of(identity_.id, ptr, bytes, align), operation);
   if (!recorded) return fail(std::move(recorded.error()));
-  return RecordedAllocation{recorded->generation, recorded->slot, ptr};
+  return RecordedAllocation{recorded->generation, recorded->slot, ptr, std::move(recorded->pin)};
 }
 
-BoundAllocation MemoryBinding::metadata(const RecordedAllocation& recorded, std::size_t bytes,
-                                        std::size_t align) const {
-  return BoundAllocation(mechanism_, AllocationIdentity{identity_, recorded.generation}, recorded.slot, recorded.ptr,
-                         bytes, align);
+BoundAllocation MemoryBinding::metadata(RecordedAllocation&& recorded, std::size_t bytes, std::size_t align) const {
+  return BoundAllocation(std::move(recorded.pin), AllocationIdentity{identity_, recorded.generation}, recorded.slot,
+                         recorded.ptr, bytes, align);
 }
 
-Expected<OwningAllocation, BindingError> MemoryBinding::owner_of(const RecordedAllocation& recorded, std::size_t bytes,
+Expected<OwningAllocation, BindingError> MemoryBinding::owner_of(RecordedAllocation&& recorded, std::size_t bytes,
                                                                  std::size_t align) const {
   // Built in place, in the result: the metadata is written once, where the caller receives it.
-  return Expected<OwningAllocation, BindingError>(tl::in_place, detail::BindingKey(), mechanism_,
+  return Expected<OwningAllocation, BindingError>(tl::in_place, detail::BindingKey(), std::move(recorded.pin),
                                                   AllocationIdentity{identity_, recorded.generation}, recorded.slot,
                                                   recorded.ptr, bytes, align);
 }
@@ -57,13 +56,13 @@ Expected<MemoryBinding::RecordedAllocation, BindingError> MemoryBinding::allocat
 Expected<BoundAllocation, BindingError> MemoryBinding::allocate(std::size_t bytes, std::size_t align) const {
   auto recorded = allocate_recorded(bytes, align);
   if (!recorded) return fail(std::move(recorded.error()));
-  return metadata(*recorded, bytes, align);
+  return metadata(std::move(*recorded), bytes, align);
 }
 
 Expected<OwningAllocation, BindingError> MemoryBinding::allocate_owning(std::size_t bytes, std::size_t align) const {
   auto recorded = allocate_recorded(bytes, align);
   if (!recorded) return fail(std::move(recorded.error()));
-  return owner_of(*recorded, bytes, align);
+  return owner_of(std::move(*recorded), bytes, align);
 }
 
 Expected<OwningAllocation, BindingError> MemoryBinding::adopt_allocation(void* ptr, std::size_t bytes,
@@ -72,7 +71,7 @@ Expected<OwningAllocation, BindingError> MemoryBinding::adopt_allocation(void* p
   if (!operation) return fail(operation.error());
   auto recorded = record_allocation(ptr, bytes, align, *operation);
   if (!recorded) return fail(std::move(recorded.error()));
-  return owner_of(*recorded, bytes, align);
+  return owner_of(std::move(*recorded), bytes, align);
 }
 
 Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_release(

@@ -7,6 +7,55 @@ Mechanism::Mechanism(MechanismIdentity identity, DeviceKey device, MechanismCohe
     : identity_(identity), device_(device), coherence_(coherence), identities_(std::move(identities)),
       resources_(std::move(resources)) {}
 
+// The deleter of the pointer make() returns: it holds the mechanism's own
+// reference until everything outside the handles has let go.
+struct Mechanism::LetGo {
+  std::shared_ptr<Mechanism> mechanism;
+  void operator()(Mechanism* /*same as mechanism*/) noexcept {
+    mechanism->release_anchors();
+    mechanism.reset();
+  }
+};
+
+std::shared_ptr<Mechanism> Mechanism::make(MechanismIdentity identity, DeviceKey device, MechanismCoherence coherence,
+                                           Resources resources, std::shared_ptr<IdentityIssuer> identities) {
+  auto mechanism =
+      std::make_shared<Mechanism>(identity, device, coherence, std::move(resources), std::move(identities));
+  // Made here, not on first use, so that recording never allocates under a
+  // shard lock. Each on a cache line of its own: threads on neighbouring
+  // shards would otherwise write one line through two anchors' counts.
+  struct alignas(64) Anchor {
+    std::shared_ptr<Mechanism> mechanism;
+  };
+  for (RecordShard& shard : mechanism->records_.shards()) {
+    auto anchor = std::make_shared<Anchor>(Anchor{mechanism});
+    const LockGuard lock(shard.guard);
+    shard.handle_anchor = std::move(anchor);
+  }
+  Mechanism* const raw = mechanism.get();
+  return std::shared_ptr<Mechanism>(raw, LetGo{std::move(mechanism)});
+}
+
+std::shared_ptr<Mechanism> Mechanism::anchored(RecordShard& shard) {
+  // Aliasing: the handle shares the anchor's count and points at this mechanism.
+  if (shard.handle_anchor) return std::shared_ptr<Mechanism>(shard.handle_anchor, this);
+  // Anchors are gone only once no binding is left, and recording needs one;
+  // should that change, a plain reference is still right, only shared.
+  return shared_from_this();
+}
+
+void Mechanism::release_anchors() noexcept {
+  for (RecordShard& shard : records_.shards()) {
+    std::shared_ptr<const void> anchor;
+    {
+      const LockGuard lock(shard.guard);
+      anchor = std::move(shard.handle_anchor);
+    }
+    // Dropped unlocked: the LetGo deleter still holds the mechanism, so this
+    // cannot destroy it (and its locks) mid-loop.
+  }
+}
+
 BindingError Mechanism::inactive_error(MechanismLifecycle lifecycle, std::string_view operation) {
   if (lifecycle == MechanismLifecycle::kDeviceLost) {
     // The reason was stored under this lock before the lifecycle turned device-lost.
@@ -41,6 +90,7 @@ Expected<Mechanism::RecordKey, BindingError> Mechanism::record(const AllocationR
   RecordShard& shard = records_.shard(home);
   AllocationGeneration generation;
   std::optional<std::uint32_t> index;
+  std::shared_ptr<Mechanism> pin;
   {
     const LockGuard lock(shard.guard);
     // Generations come from the shard's own block of serials, so the
@@ -54,13 +104,16 @@ Expected<Mechanism::RecordKey, BindingError> Mechanism::record(const AllocationR
     index = shard.insert(generation.opaque().serial(), record);
     // Only once recorded: a caller that failed here still hands the memory
     // back to the allocator, inside its operation.
-    if (index) operation.finish_holding(shard.guard);
+    if (index) {
+      operation.finish_holding(shard.guard);
+      pin = anchored(shard);
+    }
   }
   if (!index) {
     return fail(BindingError::memory(MemoryError::allocation_failed(
         device_.tier, record.bytes, "the registry ran out of host memory recording the allocation")));
   }
-  return RecordKey{generation, RecordSlot{home, *index}};
+  return RecordKey{generation, RecordSlot{home, *index}, std::move(pin)};
 }
 
 namespace {

@@ -57,7 +57,7 @@ struct RegisteredResource {
   std::shared_ptr<const void> resource;
 };
 
-class Mechanism {
+class Mechanism : public std::enable_shared_from_this<Mechanism> {
  public:
   // Declared so that destruction runs allocator, then authority, then context:
   // an allocator's destructor may still need both (a CUDA context, a library).
@@ -70,6 +70,16 @@ class Mechanism {
   // What a prepared release may do, read once and acted on after.
   enum class Gate : std::uint8_t { kAllowed, kDeviceLost, kTerminated, kPoisoned };
 
+  // The pointer the registry and bindings hold. Handles (owners, metadata,
+  // requests) hold the mechanism through per-shard anchors instead, so two
+  // threads allocating on one binding never update a common reference count:
+  // a shared_ptr copy is an atomic read-modify-write, and one count written
+  // by every allocation and release is a cache line the threads pass back and
+  // forth. The mechanism lives while this pointer or any handle does.
+  [[nodiscard]] static std::shared_ptr<Mechanism> make(MechanismIdentity identity, DeviceKey device,
+                                                       MechanismCoherence coherence, Resources resources,
+                                                       std::shared_ptr<IdentityIssuer> identities);
+  // Public for make_shared only: use make().
   Mechanism(MechanismIdentity identity, DeviceKey device, MechanismCoherence coherence, Resources resources,
             std::shared_ptr<IdentityIssuer> identities);
   Mechanism(const Mechanism&) = delete;
@@ -88,6 +98,9 @@ class Mechanism {
   struct RecordKey {
     AllocationGeneration generation;
     RecordSlot slot;
+    // A reference to this mechanism counted in the recording shard's anchor,
+    // for the handle that names the record.
+    std::shared_ptr<Mechanism> pin;
   };
   // Records a new live allocation under a generation never issued before.
   // Once recorded, `operation` (the allocation's, opened on this thread)
@@ -123,6 +136,12 @@ class Mechanism {
   [[nodiscard]] std::vector<QuarantinedAllocation> quarantined();
 
  private:
+  struct LetGo;
+  // A reference to this mechanism for a handle made in `shard`.
+  [[nodiscard]] std::shared_ptr<Mechanism> anchored(RecordShard& shard) ORTMEM_REQUIRES(shard.guard);
+  // Drops every shard's anchor once nothing but handles holds the mechanism,
+  // so that the last handle to go destroys it.
+  void release_anchors() noexcept;
   // The refusal for an operation that found the mechanism `lifecycle`.
   [[nodiscard]] BindingError inactive_error(MechanismLifecycle lifecycle, std::string_view operation);
   void record_quarantine(const QuarantinedAllocation& record) noexcept;

@@ -76,6 +76,12 @@ class alignas(64) RecordShard {
   // settlement records. Written only under the lock.
   PublishedCount queued;
 
+  // The reference count that handles of records made in this shard hold on
+  // their mechanism: a box holding one reference to it, whose own count the
+  // handles share (see Mechanism::make). Set when the mechanism is made,
+  // cleared when everything but handles has let go of it.
+  std::shared_ptr<const void> handle_anchor ORTMEM_GUARDED_BY(guard);
+
   // Operations opened by this shard's threads that have not finished (see
   // ActiveOperation). Raised under the lock in the step that reads the
   // lifecycle, so a confirmation that saw device-lost and then reads this
@@ -129,7 +135,6 @@ class RecordTable {
   }
 
   [[nodiscard]] std::array<RecordShard, kShards>& shards() noexcept { return shards_; }
-  [[nodiscard]] const std::array<RecordShard, kShards>& shards() const noexcept { return shards_; }
 
  private:
   std::atomic<std::uint32_t> in_use_{0};  // bit i: shards_[i] was a home shard

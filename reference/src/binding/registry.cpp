@@ -118,10 +118,10 @@ Expected<RegisteredMechanism, BindingError> BindingRegistry::register_mechanism(
   auto identity = issue<MechanismIdentity>(*state_->identities);
   if (!identity) return fail(identity.error());
   const DeviceKey device = context_entry->device;
-  auto mechanism = std::make_shared<Mechanism>(
-      *identity, device, coherence,
-      Mechanism::Resources{std::move(context_entry), std::move(authority_entry), std::move(allocator)},
-      state_->identities);
+  auto mechanism =
+      Mechanism::make(*identity, device, coherence,
+                      Mechanism::Resources{std::move(context_entry), std::move(authority_entry), std::move(allocator)},
+                      state_->identities);
   const LockGuard lock(state_->mutex);
   // The lock was not held while device() ran, so the context or authority may
   // have been removed meanwhile (nothing used them yet). Registering against

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ortmem/bound_capability.hpp"
@@ -178,6 +179,56 @@ TEST_F(DestructionOrder, WithTheRegistryAsTheLastHolderTheOrderIsTheSame) {
     ASSERT_TRUE(std::move(*owner).release_now());
   }
   expect_order();
+}
+
+// One owner per thread: each thread records in a shard of its own, so each
+// owner holds the mechanism through a different shard's anchor.
+std::vector<OwningAllocation> owners_made_on_their_own_threads(const MemoryBinding& binding, std::size_t count) {
+  std::vector<std::optional<OwningAllocation>> made(count);
+  std::vector<std::thread> threads;
+  for (auto& slot : made) threads.emplace_back([&binding, &slot] { slot.emplace(*binding.allocate_owning(64, 8)); });
+  for (std::thread& thread : threads) thread.join();
+  std::vector<OwningAllocation> owners;
+  for (auto& slot : made) owners.push_back(std::move(*slot));
+  return owners;
+}
+
+TEST_F(DestructionOrder, OwnersMadeOnSeveralThreadsEachKeepEverythingAliveUntilTheLastIsReleased) {
+  covers("TEAR-019", "TEAR-018");
+  std::vector<OwningAllocation> owners;
+  {
+    auto registry = *BindingRegistry::create();
+    const auto binding = *registry.bind_registered(register_logged(registry));
+    owners = owners_made_on_their_own_threads(binding, 4);
+  }
+  while (!owners.empty()) {
+    EXPECT_TRUE(log_.empty()) << owners.size() << " owners are left, yet something they need was destroyed";
+    EXPECT_TRUE(std::move(owners.back()).release_now());
+    owners.pop_back();
+  }
+  expect_order();
+}
+
+TEST_F(DestructionOrder, TheLastHoldersLettingGoOnDifferentThreadsAtOnceDestroyEverythingOnce) {
+  covers("TEAR-019");
+  for (int round = 0; round < 20; ++round) {
+    log_.clear();
+    std::optional<MemoryBinding> binding;
+    std::vector<OwningAllocation> owners;
+    {
+      auto registry = *BindingRegistry::create();
+      binding = *registry.bind_registered(register_logged(registry));
+      owners = owners_made_on_their_own_threads(*binding, 2);
+    }
+    // The binding's reference and both owners' go at the same moment; whichever
+    // is last destroys the allocator, then the authority, then the context.
+    std::thread first([&owners] { EXPECT_TRUE(std::move(owners[0]).release_now()); });
+    std::thread second([&owners] { EXPECT_TRUE(std::move(owners[1]).release_now()); });
+    binding.reset();
+    first.join();
+    second.join();
+    expect_order();
+  }
 }
 
 }  // namespace

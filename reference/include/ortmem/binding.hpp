@@ -52,6 +52,35 @@ struct RecordSlot {
   std::uint32_t index = 0;
 };
 
+// The part of an allocation's identity that a handle carries. The rest (the
+// device, mechanism, provider context and authority) is its mechanism's, fixed
+// when the mechanism was registered, and the handle pins that mechanism: so
+// it is read from there rather than copied into every handle, which keeps an
+// owner small enough that moving it through an Expected costs little. The
+// three ids come from one registry's issuer, so the issuer is kept once.
+class AllocationName {
+ public:
+  // Requires: all three issued by the same issuer (as one registry issues them).
+  AllocationName(BindingId binding, BindingGeneration binding_generation, AllocationGeneration generation) noexcept
+      : binding_(binding), binding_generation_(binding_generation.opaque().serial()),
+        generation_(generation.opaque().serial()) {}
+
+  [[nodiscard]] BindingId binding() const noexcept { return binding_; }
+  [[nodiscard]] BindingGeneration binding_generation() const noexcept {
+    return BindingGeneration(OpaqueIdentity(binding_.issuer(), binding_generation_));
+  }
+  [[nodiscard]] AllocationGeneration generation() const noexcept {
+    return AllocationGeneration(OpaqueIdentity(binding_.issuer(), generation_));
+  }
+  // What the mechanism's records are keyed on.
+  [[nodiscard]] std::uint64_t generation_serial() const noexcept { return generation_; }
+
+ private:
+  BindingId binding_;
+  std::uint64_t binding_generation_;  // serials of binding_'s issuer
+  std::uint64_t generation_;
+};
+
 // Proof that the caller is the binding layer. Owners and release requests
 // have public constructors that take one, so they can be built in place
 // inside the Expected that reports them (they are large, and every move is a
@@ -141,18 +170,18 @@ class MemoryBinding {
   // binding this way without copying it (which would cost two atomic
   // reference-count updates per release).
   [[nodiscard]] static Expected<PreparedAllocationRelease, ExplicitReleaseError> prepare_through(
-      const BindingIdentity& through, detail::Mechanism& mechanism, BoundAllocation allocation);
+      BindingId through, detail::Mechanism& mechanism, BoundAllocation allocation);
   [[nodiscard]] static Expected<PreparedAllocationRelease, ExplicitReleaseError> prepare_owned(
       BoundAllocation allocation);
   // The step both share: takes the live record and moves `allocation` into
   // the request; when refused, `allocation` is left exactly as it was. Owners
   // call it on their own metadata in place, so a release moves it only once.
-  [[nodiscard]] static Expected<PreparedAllocationRelease, BindingError> take_record(const BindingIdentity& through,
+  [[nodiscard]] static Expected<PreparedAllocationRelease, BindingError> take_record(BindingId through,
                                                                                      detail::Mechanism& mechanism,
                                                                                      BoundAllocation& allocation);
   // Only takes the live record: `allocation` still describes it, for a caller
   // that settles the release in place (release_now builds no request at all).
-  [[nodiscard]] static Expected<detail::CheckPassed, BindingError> take_live_record(const BindingIdentity& through,
+  [[nodiscard]] static Expected<detail::CheckPassed, BindingError> take_live_record(BindingId through,
                                                                                     detail::Mechanism& mechanism,
                                                                                     const BoundAllocation& allocation);
 
@@ -178,6 +207,7 @@ class MemoryBinding {
   // Opens an operation, allocates with no lock held and records the result.
   [[nodiscard]] Expected<RecordedAllocation, BindingError> allocate_recorded(std::size_t bytes,
                                                                              std::size_t align) const;
+  [[nodiscard]] detail::AllocationName name_of(const RecordedAllocation& recorded) const noexcept;
   [[nodiscard]] BoundAllocation metadata(RecordedAllocation&& recorded, std::size_t bytes, std::size_t align) const;
   [[nodiscard]] Expected<OwningAllocation, BindingError> owner_of(RecordedAllocation&& recorded, std::size_t bytes,
                                                                   std::size_t align) const;
@@ -193,9 +223,11 @@ class MemoryBinding {
 // stale from then on.
 class BoundAllocation {
  public:
-  [[nodiscard]] const AllocationIdentity& identity() const noexcept { return identity_; }
-  // The binding that made it (a new handle on the same binding).
-  [[nodiscard]] MemoryBinding binding() const noexcept { return MemoryBinding(identity_.binding, mechanism_); }
+  // Requires: not moved from (a moved-from handle names nothing, and reports
+  // a default identity).
+  [[nodiscard]] AllocationIdentity identity() const noexcept;
+  // The binding that made it (a new handle on the same binding). Requires: not moved from.
+  [[nodiscard]] MemoryBinding binding() const noexcept;
   [[nodiscard]] void* data() const noexcept { return ptr_; }
   [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
   [[nodiscard]] std::size_t alignment() const noexcept { return align_; }
@@ -209,14 +241,14 @@ class BoundAllocation {
   friend class MemoryBinding;
   friend class OwningAllocation;
   friend class PreparedAllocationRelease;
-  BoundAllocation(std::shared_ptr<detail::Mechanism> mechanism, const AllocationIdentity& identity,
+  BoundAllocation(std::shared_ptr<detail::Mechanism> mechanism, const detail::AllocationName& name,
                   detail::RecordSlot slot, void* ptr, std::size_t bytes, std::size_t align) noexcept
-      : mechanism_(std::move(mechanism)), identity_(identity), slot_(slot), ptr_(ptr), bytes_(bytes), align_(align) {}
+      : mechanism_(std::move(mechanism)), name_(name), slot_(slot), ptr_(ptr), bytes_(bytes), align_(align) {}
 
-  // The binding's mechanism, pinned as a MemoryBinding pins it. The binding
-  // itself is named in identity_.binding: a handle carries one copy of it.
+  // The binding's mechanism, pinned as a MemoryBinding pins it; with name_ it
+  // makes the allocation's whole identity.
   std::shared_ptr<detail::Mechanism> mechanism_;
-  AllocationIdentity identity_;
+  detail::AllocationName name_;
   // Where the mechanism keeps the live record (a lookup hint, see RecordSlot).
   detail::RecordSlot slot_;
   void* ptr_;
@@ -227,22 +259,23 @@ class BoundAllocation {
 // A sub-range of one allocation, validated again every time it is used.
 class BoundMemoryView {
  public:
-  [[nodiscard]] MemoryBinding binding() const noexcept { return MemoryBinding(identity_.binding, mechanism_); }
-  [[nodiscard]] const AllocationIdentity& allocation_identity() const noexcept { return identity_; }
+  // Both require: not moved from (as for BoundAllocation).
+  [[nodiscard]] MemoryBinding binding() const noexcept;
+  [[nodiscard]] AllocationIdentity allocation_identity() const noexcept;
   [[nodiscard]] std::size_t offset() const noexcept { return offset_; }
   [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
 
  private:
   friend class BoundAllocation;
   friend class MemoryBinding;
-  BoundMemoryView(std::shared_ptr<detail::Mechanism> mechanism, const AllocationIdentity& identity,
+  BoundMemoryView(std::shared_ptr<detail::Mechanism> mechanism, const detail::AllocationName& name,
                   detail::RecordSlot slot, void* allocation_ptr, std::size_t allocation_bytes, std::size_t align,
                   std::size_t offset, std::size_t bytes) noexcept
-      : mechanism_(std::move(mechanism)), identity_(identity), slot_(slot), allocation_ptr_(allocation_ptr),
+      : mechanism_(std::move(mechanism)), name_(name), slot_(slot), allocation_ptr_(allocation_ptr),
         allocation_bytes_(allocation_bytes), align_(align), offset_(offset), bytes_(bytes) {}
 
   std::shared_ptr<detail::Mechanism> mechanism_;  // as in BoundAllocation
-  AllocationIdentity identity_;
+  detail::AllocationName name_;
   detail::RecordSlot slot_;  // the allocation's record slot
   void* allocation_ptr_;
   std::size_t allocation_bytes_;

@@ -71,51 +71,68 @@ class BindingError {
   [[nodiscard]] static BindingError deferred_refused(const ProviderContextPinError& pin_error);
   [[nodiscard]] static BindingError memory(MemoryError error);
 
+  // A move shares the details as a copy does: a moved-from error stays whole.
+  BindingError(const BindingError&) noexcept = default;
+  BindingError(BindingError&& other) noexcept : BindingError(static_cast<const BindingError&>(other)) {}
+  BindingError& operator=(const BindingError&) noexcept = default;
+  BindingError& operator=(BindingError&& other) noexcept { return *this = static_cast<const BindingError&>(other); }
+  ~BindingError() = default;
+
   [[nodiscard]] Kind kind() const noexcept { return kind_; }
-  [[nodiscard]] const std::string& subject() const noexcept { return subject_; }
-  [[nodiscard]] DeviceKey expected_device() const noexcept { return expected_device_; }
-  [[nodiscard]] DeviceKey actual_device() const noexcept { return actual_device_; }
-  [[nodiscard]] ProviderContextIdentity context() const noexcept { return context_; }
-  [[nodiscard]] AuthorityIdentity authority() const noexcept { return authority_; }
-  [[nodiscard]] MechanismIdentity mechanism() const noexcept { return mechanism_; }
-  [[nodiscard]] MechanismLifecycle lifecycle() const noexcept { return lifecycle_; }
+  [[nodiscard]] const std::string& subject() const noexcept { return details_->subject; }
+  [[nodiscard]] DeviceKey expected_device() const noexcept { return details_->expected_device; }
+  [[nodiscard]] DeviceKey actual_device() const noexcept { return details_->actual_device; }
+  [[nodiscard]] ProviderContextIdentity context() const noexcept { return details_->context; }
+  [[nodiscard]] AuthorityIdentity authority() const noexcept { return details_->authority; }
+  [[nodiscard]] MechanismIdentity mechanism() const noexcept { return details_->mechanism; }
+  [[nodiscard]] MechanismLifecycle lifecycle() const noexcept { return details_->lifecycle; }
   [[nodiscard]] const std::string& loss_reason() const noexcept;
-  [[nodiscard]] BindingId expected_binding() const noexcept { return expected_binding_; }
-  [[nodiscard]] BindingId actual_binding() const noexcept { return actual_binding_; }
-  [[nodiscard]] const AllocationIdentity& allocation() const noexcept { return allocation_; }
+  [[nodiscard]] BindingId expected_binding() const noexcept { return details_->expected_binding; }
+  [[nodiscard]] BindingId actual_binding() const noexcept { return details_->actual_binding; }
+  [[nodiscard]] const AllocationIdentity& allocation() const noexcept { return details_->allocation; }
   // Outstanding views, quarantined allocations or active operations, by kind.
-  [[nodiscard]] std::size_t count() const noexcept { return count_; }
-  [[nodiscard]] const ResidualOwnership& residual() const noexcept { return residual_; }
-  [[nodiscard]] std::size_t offset() const noexcept { return offset_; }
-  [[nodiscard]] std::size_t end() const noexcept { return end_; }
-  [[nodiscard]] std::size_t allocation_bytes() const noexcept { return allocation_bytes_; }
-  [[nodiscard]] const std::optional<ProviderContextPinError>& pin_error() const noexcept { return pin_error_; }
-  [[nodiscard]] const std::optional<MemoryError>& memory_error() const noexcept { return memory_error_; }
+  [[nodiscard]] std::size_t count() const noexcept { return details_->count; }
+  [[nodiscard]] const ResidualOwnership& residual() const noexcept { return details_->residual; }
+  [[nodiscard]] std::size_t offset() const noexcept { return details_->offset; }
+  [[nodiscard]] std::size_t end() const noexcept { return details_->end; }
+  [[nodiscard]] std::size_t allocation_bytes() const noexcept { return details_->allocation_bytes; }
+  [[nodiscard]] const std::optional<ProviderContextPinError>& pin_error() const noexcept { return details_->pin_error; }
+  [[nodiscard]] const std::optional<MemoryError>& memory_error() const noexcept { return details_->memory_error; }
 
   [[nodiscard]] std::string message() const;
 
  private:
-  explicit BindingError(Kind kind) noexcept : kind_(kind) {}
+  // Everything an error reports beyond its kind. Made once with the error and
+  // shared by its copies and moves (nothing changes it once made), so a moved-
+  // from error still reports what it did. Out of line because an
+  // Expected<T, BindingError> is as large as its larger side, and every
+  // successful call returns one: inline, these fields made each result a
+  // 464-byte object to build and move on the success path too.
+  struct Details {
+    std::string subject;
+    DeviceKey expected_device{};
+    DeviceKey actual_device{};
+    ProviderContextIdentity context;
+    AuthorityIdentity authority;
+    MechanismIdentity mechanism;
+    MechanismLifecycle lifecycle = MechanismLifecycle::kActive;
+    std::shared_ptr<const std::string> loss_reason;
+    BindingId expected_binding;
+    BindingId actual_binding;
+    AllocationIdentity allocation;
+    std::size_t count = 0;
+    ResidualOwnership residual;
+    std::size_t offset = 0;
+    std::size_t end = 0;
+    std::size_t allocation_bytes = 0;
+    std::optional<ProviderContextPinError> pin_error;
+    std::optional<MemoryError> memory_error;
+  };
+
+  explicit BindingError(Kind kind) : kind_(kind), details_(std::make_shared<Details>()) {}
 
   Kind kind_;
-  std::string subject_;
-  DeviceKey expected_device_{};
-  DeviceKey actual_device_{};
-  ProviderContextIdentity context_;
-  AuthorityIdentity authority_;
-  MechanismIdentity mechanism_;
-  MechanismLifecycle lifecycle_ = MechanismLifecycle::kActive;
-  std::shared_ptr<const std::string> loss_reason_;
-  BindingId expected_binding_;
-  BindingId actual_binding_;
-  AllocationIdentity allocation_;
-  std::size_t count_ = 0;
-  ResidualOwnership residual_;
-  std::size_t offset_ = 0;
-  std::size_t end_ = 0;
-  std::size_t allocation_bytes_ = 0;
-  std::optional<ProviderContextPinError> pin_error_;
-  std::optional<MemoryError> memory_error_;
+  std::shared_ptr<Details> details_;  // never null
 };
 
 [[nodiscard]] std::string_view kind_name(BindingError::Kind kind) noexcept;

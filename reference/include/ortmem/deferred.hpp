@@ -50,19 +50,21 @@ class PreparedAllocationRelease {
   // into the queue and out again, and each move and each moved-from
   // destructor would otherwise be a call.
   PreparedAllocationRelease(PreparedAllocationRelease&& other) noexcept
-      : mechanism_(std::move(other.mechanism_)), identity_(other.identity_), slot_(other.slot_), ptr_(other.ptr_),
+      : mechanism_(std::move(other.mechanism_)), name_(other.name_), slot_(other.slot_), ptr_(other.ptr_),
         bytes_(other.bytes_), align_(other.align_), armed_(std::exchange(other.armed_, false)) {}
   PreparedAllocationRelease& operator=(PreparedAllocationRelease&& other) noexcept;
   ~PreparedAllocationRelease() {
     if (armed_) abandon();
   }
 
-  [[nodiscard]] const AllocationIdentity& identity() const noexcept { return identity_; }
-  [[nodiscard]] const BindingIdentity& binding_identity() const noexcept { return identity_.binding; }
-  [[nodiscard]] DeviceKey device() const noexcept { return identity_.binding.device; }
+  // These five require a request not moved from (one that was reports
+  // default identities).
+  [[nodiscard]] AllocationIdentity identity() const noexcept;
+  [[nodiscard]] BindingIdentity binding_identity() const noexcept;
+  [[nodiscard]] DeviceKey device() const noexcept;
   // The accounting authority a manager refunds against, even after retirement.
-  [[nodiscard]] AuthorityIdentity authority() const noexcept { return identity_.binding.authority; }
-  [[nodiscard]] ProviderContextIdentity provider_context() const noexcept { return identity_.binding.provider_context; }
+  [[nodiscard]] AuthorityIdentity authority() const noexcept;
+  [[nodiscard]] ProviderContextIdentity provider_context() const noexcept;
   [[nodiscard]] void* data() const noexcept { return ptr_; }
   [[nodiscard]] std::size_t size() const noexcept { return bytes_; }
   [[nodiscard]] std::size_t alignment() const noexcept { return align_; }
@@ -85,7 +87,7 @@ class PreparedAllocationRelease {
 
   // Built only by the binding layer, from a record it took.
   PreparedAllocationRelease(detail::BindingKey, std::shared_ptr<detail::Mechanism> mechanism,
-                            const AllocationIdentity& identity, detail::RecordSlot slot, void* ptr, std::size_t bytes,
+                            const detail::AllocationName& name, detail::RecordSlot slot, void* ptr, std::size_t bytes,
                             std::size_t align) noexcept;
 
  private:
@@ -98,10 +100,10 @@ class PreparedAllocationRelease {
   void disarm() noexcept;
 
   // The allocation's binding's mechanism: pins allocator, authority and
-  // provider context. The binding itself is named in identity_.binding, so
-  // the request does not carry a second copy of it.
+  // provider context, and with name_ makes the allocation's identity (see
+  // detail::AllocationName).
   std::shared_ptr<detail::Mechanism> mechanism_;
-  AllocationIdentity identity_;
+  detail::AllocationName name_;
   detail::RecordSlot slot_;  // where the record was taken from: its shard counts this request as queued
   void* ptr_;
   std::size_t bytes_;

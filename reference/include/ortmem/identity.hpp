@@ -18,6 +18,10 @@
 
 namespace ortmem {
 
+namespace detail {
+class AllocationName;
+}  // namespace detail
+
 // The registry an identity came from and its serial there. Both are non-zero
 // for every issued identity; a default-constructed value names nothing.
 class OpaqueIdentity {
@@ -31,6 +35,7 @@ class OpaqueIdentity {
 
  private:
   friend class IdentityIssuer;
+  friend class detail::AllocationName;  // keeps three ids of one issuer as one issuer and three serials
   friend class IdentityBlock;
   constexpr OpaqueIdentity(std::uint64_t issuer, std::uint64_t serial) noexcept : issuer_(issuer), serial_(serial) {}
   std::uint64_t issuer_ = 0;

@@ -42,7 +42,7 @@ class OwnedView {
   OwnedView& operator=(OwnedView&& other) noexcept;
   ~OwnedView();
 
-  [[nodiscard]] const AllocationIdentity& allocation_identity() const noexcept { return view_.allocation_identity(); }
+  [[nodiscard]] AllocationIdentity allocation_identity() const noexcept { return view_.allocation_identity(); }
   [[nodiscard]] std::size_t size() const noexcept { return view_.size(); }
 
  private:
@@ -60,19 +60,18 @@ class OwningAllocation {
   OwningAllocation& operator=(const OwningAllocation&) = delete;
   // A moved-from owner owns nothing and its destructor does nothing.
   OwningAllocation(OwningAllocation&& other) noexcept
-      : allocation_(std::move(other.allocation_)), views_(std::move(other.views_)),
-        owns_(std::exchange(other.owns_, false)) {}
+      : allocation_(std::move(other.allocation_)), views_(std::move(other.views_)) {}
   // Assigning over a live owner abandons it exactly as destroying it would.
   OwningAllocation& operator=(OwningAllocation&& other) noexcept;
   // Inline, like the move: after every consuming release an emptied owner is
   // destroyed, and only an owner that still owns has anything to do.
   ~OwningAllocation() {
-    if (owns_) abandon();
+    if (owns()) abandon();
   }
 
   // False only for a moved-from owner.
-  [[nodiscard]] bool owns() const noexcept { return owns_; }
-  [[nodiscard]] const AllocationIdentity& identity() const noexcept { return allocation_.identity(); }
+  [[nodiscard]] bool owns() const noexcept { return allocation_.mechanism_ != nullptr; }
+  [[nodiscard]] AllocationIdentity identity() const noexcept { return allocation_.identity(); }
   [[nodiscard]] MemoryBinding binding() const noexcept { return allocation_.binding(); }
   [[nodiscard]] void* data() const noexcept { return allocation_.data(); }
   [[nodiscard]] std::size_t size() const noexcept { return allocation_.size(); }
@@ -93,9 +92,9 @@ class OwningAllocation {
   [[nodiscard]] Expected<BoundAllocation, OwningReleaseError> into_bound() &&;
 
   // Owns an allocation the binding layer just recorded.
-  OwningAllocation(detail::BindingKey, std::shared_ptr<detail::Mechanism> mechanism, const AllocationIdentity& identity,
+  OwningAllocation(detail::BindingKey, std::shared_ptr<detail::Mechanism> mechanism, const detail::AllocationName& name,
                    detail::RecordSlot slot, void* ptr, std::size_t bytes, std::size_t align) noexcept
-      : allocation_(std::move(mechanism), identity, slot, ptr, bytes, align), owns_(true) {}
+      : allocation_(std::move(mechanism), name, slot, ptr, bytes, align) {}
 
  private:
   friend class MemoryBinding;
@@ -115,13 +114,15 @@ class OwningAllocation {
   [[nodiscard]] Expected<PreparedAllocationRelease, BindingError> prepare_in_place();
   void abandon() noexcept;
 
-  // Meaningful only while owns_. Not an optional: the metadata is built in
+  // An owner owns exactly while this metadata pins its mechanism: every path
+  // that gives the allocation up moves that pin on (into a request, into the
+  // metadata handed back, into another owner) or drops it once released, so
+  // no flag is kept beside it. Not an optional: the metadata is built in
   // place, here, when the allocation is recorded, and an optional could only
   // take it by a move.
   BoundAllocation allocation_;
   // Created by the first view(): most allocations never lend one.
   std::shared_ptr<std::atomic<std::size_t>> views_;
-  bool owns_;
 };
 
 // A refused owning release: the exact owner comes back, still live.

@@ -18,6 +18,10 @@ detail::AllocationRecord record_of(BindingId binding, const void* ptr, std::size
 MemoryBinding::MemoryBinding(BindingIdentity identity, std::shared_ptr<detail::Mechanism> mechanism) noexcept
     : identity_(identity), mechanism_(std::move(mechanism)) {}
 
+detail::AllocationName MemoryBinding::name_of(const RecordedAllocation& recorded) const noexcept {
+  return {identity_.id, identity_.generation, recorded.generation};
+}
+
 Expected<MemoryBinding::RecordedAllocation, BindingError> MemoryBinding::record_allocation(
     void* ptr, std::size_t bytes, std::size_t align, detail::ActiveOperation& operation) const {
   auto recorded = mechanism_->record(record_of(identity_.id, ptr, bytes, align), operation);
@@ -26,16 +30,14 @@ Expected<MemoryBinding::RecordedAllocation, BindingError> MemoryBinding::record_
 }
 
 BoundAllocation MemoryBinding::metadata(RecordedAllocation&& recorded, std::size_t bytes, std::size_t align) const {
-  return BoundAllocation(std::move(recorded.pin), AllocationIdentity{identity_, recorded.generation}, recorded.slot,
-                         recorded.ptr, bytes, align);
+  return BoundAllocation(std::move(recorded.pin), name_of(recorded), recorded.slot, recorded.ptr, bytes, align);
 }
 
 Expected<OwningAllocation, BindingError> MemoryBinding::owner_of(RecordedAllocation&& recorded, std::size_t bytes,
                                                                  std::size_t align) const {
   // Built in place, in the result: the metadata is written once, where the caller receives it.
   return Expected<OwningAllocation, BindingError>(tl::in_place, detail::BindingKey(), std::move(recorded.pin),
-                                                  AllocationIdentity{identity_, recorded.generation}, recorded.slot,
-                                                  recorded.ptr, bytes, align);
+                                                  name_of(recorded), recorded.slot, recorded.ptr, bytes, align);
 }
 
 Expected<MemoryBinding::RecordedAllocation, BindingError> MemoryBinding::allocate_recorded(std::size_t bytes,
@@ -76,17 +78,17 @@ Expected<OwningAllocation, BindingError> MemoryBinding::adopt_allocation(void* p
 
 Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_release(
     BoundAllocation allocation) const {
-  return prepare_through(identity_, *mechanism_, std::move(allocation));
+  return prepare_through(identity_.id, *mechanism_, std::move(allocation));
 }
 
 Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_owned(BoundAllocation allocation) {
   // Read before the allocation moves on: the request it becomes keeps the mechanism alive.
-  const BindingIdentity through = allocation.identity_.binding;
+  const BindingId through = allocation.name_.binding();
   detail::Mechanism& mechanism = *allocation.mechanism_;
   return prepare_through(through, mechanism, std::move(allocation));
 }
 
-Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_through(const BindingIdentity& through,
+Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_through(BindingId through,
                                                                                          detail::Mechanism& mechanism,
                                                                                          BoundAllocation allocation) {
   auto prepared = take_record(through, mechanism, allocation);
@@ -94,21 +96,21 @@ Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare
   return std::move(*prepared);
 }
 
-detail::CheckResult MemoryBinding::take_live_record(const BindingIdentity& through, detail::Mechanism& mechanism,
+detail::CheckResult MemoryBinding::take_live_record(BindingId through, detail::Mechanism& mechanism,
                                                     const BoundAllocation& allocation) {
   return mechanism.take_for_release(
-      through, allocation.identity_, allocation.slot_,
-      record_of(allocation.identity_.binding.id, allocation.ptr_, allocation.bytes_, allocation.align_));
+      through, allocation.name_, allocation.slot_,
+      record_of(allocation.name_.binding(), allocation.ptr_, allocation.bytes_, allocation.align_));
 }
 
-Expected<PreparedAllocationRelease, BindingError> MemoryBinding::take_record(const BindingIdentity& through,
+Expected<PreparedAllocationRelease, BindingError> MemoryBinding::take_record(BindingId through,
                                                                              detail::Mechanism& mechanism,
                                                                              BoundAllocation& allocation) {
   auto taken = take_live_record(through, mechanism, allocation);
   if (!taken) return fail(std::move(taken.error()));
   // The request takes the allocation's own pin on its mechanism.
   return Expected<PreparedAllocationRelease, BindingError>(
-      tl::in_place, detail::BindingKey(), std::move(allocation.mechanism_), allocation.identity_, allocation.slot_,
+      tl::in_place, detail::BindingKey(), std::move(allocation.mechanism_), allocation.name_, allocation.slot_,
       allocation.ptr_, allocation.bytes_, allocation.align_);
 }
 
@@ -126,13 +128,12 @@ Expected<void, ExplicitReleaseError> MemoryBinding::release(BoundAllocation allo
 std::optional<BindingError> MemoryBinding::run_with_view(const BoundMemoryView& view, ViewBody body,
                                                          void* context) const {
   // A view of another registry's allocation is foreign, and is named as a view (BIND-001).
-  if (view.identity_.binding.id.issuer() != identity_.id.issuer()) return BindingError::foreign_registry("view");
+  if (view.name_.binding().issuer() != identity_.id.issuer()) return BindingError::foreign_registry("view");
   auto operation = mechanism_->begin_active("using a view");
   if (!operation) return std::move(operation.error());
   if (auto valid = mechanism_->validate(
-          identity_, view.identity_, view.slot_,
-          record_of(view.identity_.binding.id, view.allocation_ptr_, view.allocation_bytes_, view.align_),
-          "using a view");
+          identity_.id, view.name_, view.slot_,
+          record_of(view.name_.binding(), view.allocation_ptr_, view.allocation_bytes_, view.align_), "using a view");
       !valid) {
     return std::move(valid.error());
   }
@@ -163,12 +164,28 @@ Expected<BoundMemoryView, BindingError> BoundAllocation::view(std::size_t offset
     const std::size_t end = offset > SIZE_MAX - bytes ? SIZE_MAX : offset + bytes;
     return fail(BindingError::view_out_of_bounds(offset, end, bytes_));
   }
-  if (auto valid = mechanism_->validate(identity_.binding, identity_, slot_,
-                                        record_of(identity_.binding.id, ptr_, bytes_, align_), "creating a view");
+  if (auto valid = mechanism_->validate(name_.binding(), name_, slot_, record_of(name_.binding(), ptr_, bytes_, align_),
+                                        "creating a view");
       !valid) {
     return fail(valid.error());
   }
-  return BoundMemoryView(mechanism_, identity_, slot_, ptr_, bytes_, align_, offset, bytes);
+  return BoundMemoryView(mechanism_, name_, slot_, ptr_, bytes_, align_, offset, bytes);
+}
+
+AllocationIdentity BoundAllocation::identity() const noexcept {
+  return mechanism_ ? mechanism_->allocation_identity(name_) : AllocationIdentity{};
+}
+
+MemoryBinding BoundAllocation::binding() const noexcept {
+  return MemoryBinding(mechanism_->binding_identity(name_.binding(), name_.binding_generation()), mechanism_);
+}
+
+AllocationIdentity BoundMemoryView::allocation_identity() const noexcept {
+  return mechanism_ ? mechanism_->allocation_identity(name_) : AllocationIdentity{};
+}
+
+MemoryBinding BoundMemoryView::binding() const noexcept {
+  return MemoryBinding(mechanism_->binding_identity(name_.binding(), name_.binding_generation()), mechanism_);
 }
 
 }  // namespace ortmem

@@ -9,9 +9,9 @@ namespace ortmem {
 // is the capability asked, with no lock held.
 namespace {
 
-detail::AllocationRecord record_of(const BoundAllocation& allocation) {
-  return {allocation.identity().binding.id, reinterpret_cast<std::uintptr_t>(allocation.data()), allocation.size(),
-          allocation.alignment()};
+// `binding` is the allocation's own (its handle's name, private to the friends that call this).
+detail::AllocationRecord record_of(BindingId binding, const BoundAllocation& allocation) {
+  return {binding, reinterpret_cast<std::uintptr_t>(allocation.data()), allocation.size(), allocation.alignment()};
 }
 
 }  // namespace
@@ -31,8 +31,9 @@ Expected<void, BindingError> BoundVirtualBacking::commit(const BoundAllocation& 
                                                          std::size_t bytes) const {
   auto operation = binding_.mechanism_->begin_active("committing a range");
   if (!operation) return fail(std::move(operation.error()));
-  if (auto valid = binding_.mechanism_->validate(binding_.identity_, allocation.identity(), allocation.slot_,
-                                                 record_of(allocation), "committing a range");
+  if (auto valid =
+          binding_.mechanism_->validate(binding_.identity_.id, allocation.name_, allocation.slot_,
+                                        record_of(allocation.name_.binding(), allocation), "committing a range");
       !valid)
     return fail(std::move(valid.error()));
   auto committed = binding_.mechanism_->allocator().as_virtual_backing()->commit_allocation_range(
@@ -45,8 +46,9 @@ Expected<std::uint64_t, BindingError> BoundVirtualBacking::decommit(const BoundA
                                                                     std::size_t offset, std::size_t bytes) const {
   auto operation = binding_.mechanism_->begin_active("decommitting a range");
   if (!operation) return fail(std::move(operation.error()));
-  if (auto valid = binding_.mechanism_->validate(binding_.identity_, allocation.identity(), allocation.slot_,
-                                                 record_of(allocation), "decommitting a range");
+  if (auto valid =
+          binding_.mechanism_->validate(binding_.identity_.id, allocation.name_, allocation.slot_,
+                                        record_of(allocation.name_.binding(), allocation), "decommitting a range");
       !valid)
     return fail(std::move(valid.error()));
   auto unmapped = binding_.mechanism_->allocator().as_virtual_backing()->decommit_allocation_range(
@@ -58,8 +60,9 @@ Expected<std::uint64_t, BindingError> BoundVirtualBacking::decommit(const BoundA
 Expected<std::size_t, BindingError> BoundVirtualBacking::committed_bytes(const BoundAllocation& allocation) const {
   auto operation = binding_.mechanism_->begin_active("reading committed bytes");
   if (!operation) return fail(std::move(operation.error()));
-  if (auto valid = binding_.mechanism_->validate(binding_.identity_, allocation.identity(), allocation.slot_,
-                                                 record_of(allocation), "reading committed bytes");
+  if (auto valid =
+          binding_.mechanism_->validate(binding_.identity_.id, allocation.name_, allocation.slot_,
+                                        record_of(allocation.name_.binding(), allocation), "reading committed bytes");
       !valid)
     return fail(std::move(valid.error()));
   return binding_.mechanism_->allocator().as_virtual_backing()->allocation_committed_bytes(
@@ -110,8 +113,9 @@ Expected<SharedPrefixCommitInfo, BindingError> BoundSharedMapping::commit_shared
   if (auto valid = check_prefix(prefix); !valid) return fail(std::move(valid.error()));
   auto operation = binding_.mechanism_->begin_active("mapping a shared prefix");
   if (!operation) return fail(std::move(operation.error()));
-  if (auto valid = binding_.mechanism_->validate(binding_.identity_, allocation.identity(), allocation.slot_,
-                                                 record_of(allocation), "mapping a shared prefix");
+  if (auto valid =
+          binding_.mechanism_->validate(binding_.identity_.id, allocation.name_, allocation.slot_,
+                                        record_of(allocation.name_.binding(), allocation), "mapping a shared prefix");
       !valid)
     return fail(std::move(valid.error()));
   auto info = binding_.mechanism_->allocator().as_shared_mapping()->commit_shared_prefix(

@@ -125,12 +125,12 @@ bool matches(const AllocationRecord& record, const AllocationRecord& expected) {
 
 }  // namespace
 
-CheckResult Mechanism::validate(const BindingIdentity& through, const AllocationIdentity& identity, RecordSlot slot,
+CheckResult Mechanism::validate(BindingId through, const AllocationName& name, RecordSlot slot,
                                 const AllocationRecord& expected, std::string_view operation) {
   // Another registry's allocation is foreign, not merely another binding's:
   // its ids may even collide with ours (BIND-001).
-  if (identity.binding.id.issuer() != through.id.issuer()) return fail(BindingError::foreign_registry("allocation"));
-  if (identity.binding.id != through.id) return fail(BindingError::binding_mismatch(through.id, identity.binding.id));
+  if (name.binding().issuer() != through.issuer()) return fail(BindingError::foreign_registry("allocation"));
+  if (name.binding() != through) return fail(BindingError::binding_mismatch(through, name.binding()));
   RecordShard& shard = records_.shard(slot.shard);
   MechanismLifecycle lifecycle{};
   bool live = false;
@@ -141,21 +141,21 @@ CheckResult Mechanism::validate(const BindingIdentity& through, const Allocation
     const LockGuard lock(shard.guard);
     lifecycle = lifecycle_.load(std::memory_order_acquire);
     if (lifecycle == MechanismLifecycle::kActive) {
-      const AllocationRecord* found = shard.find(slot.index, identity.generation.opaque().serial());
+      const AllocationRecord* found = shard.find(slot.index, name.generation_serial());
       live = found != nullptr && matches(*found, expected);
     }
   }
   // Errors are built with no shard lock held (a device-lost error takes the mechanism lock).
   if (lifecycle != MechanismLifecycle::kActive) return fail(inactive_error(lifecycle, operation));
-  if (!live) return fail(BindingError::stale_allocation(identity));
+  if (!live) return fail(BindingError::stale_allocation(allocation_identity(name)));
   return CheckPassed{};
 }
 
-CheckResult Mechanism::take_for_release(const BindingIdentity& through, const AllocationIdentity& identity,
-                                        RecordSlot slot, const AllocationRecord& expected) {
+CheckResult Mechanism::take_for_release(BindingId through, const AllocationName& name, RecordSlot slot,
+                                        const AllocationRecord& expected) {
   // As in validate(): a handle of another registry is refused as foreign (BIND-001).
-  if (identity.binding.id.issuer() != through.id.issuer()) return fail(BindingError::foreign_registry("allocation"));
-  if (identity.binding.id != through.id) return fail(BindingError::binding_mismatch(through.id, identity.binding.id));
+  if (name.binding().issuer() != through.issuer()) return fail(BindingError::foreign_registry("allocation"));
+  if (name.binding() != through) return fail(BindingError::binding_mismatch(through, name.binding()));
   RecordShard& shard = records_.shard(slot.shard);
   MechanismLifecycle lifecycle{};
   {
@@ -165,8 +165,10 @@ CheckResult Mechanism::take_for_release(const BindingIdentity& through, const Al
     // Lifecycle before staleness, as the refusals are ranked.
     lifecycle = lifecycle_.load(std::memory_order_acquire);
     if (lifecycle == MechanismLifecycle::kActive || lifecycle == MechanismLifecycle::kRetired) {
-      const AllocationRecord* found = shard.find(slot.index, identity.generation.opaque().serial());
-      if (found == nullptr || !matches(*found, expected)) return fail(BindingError::stale_allocation(identity));
+      const AllocationRecord* found = shard.find(slot.index, name.generation_serial());
+      if (found == nullptr || !matches(*found, expected)) {
+        return fail(BindingError::stale_allocation(allocation_identity(name)));
+      }
       // Removing the record under this lock is what makes release exactly-once:
       // a second racer finds nothing and is told its metadata is stale.
       // Queued before it leaves the live count, so an unlocked snapshot that

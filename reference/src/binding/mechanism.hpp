@@ -91,6 +91,13 @@ class Mechanism : public std::enable_shared_from_this<Mechanism> {
   [[nodiscard]] ProviderContextIdentity context() const noexcept { return resources_.context->identity; }
   [[nodiscard]] AuthorityIdentity authority() const noexcept { return resources_.authority->identity; }
   [[nodiscard]] DeviceAllocator& allocator() const noexcept { return *resources_.allocator; }
+  // A binding's whole identity: its own id and generation, and what it names of this mechanism.
+  [[nodiscard]] BindingIdentity binding_identity(BindingId id, BindingGeneration generation) const noexcept {
+    return {id, generation, device_, identity_, context(), authority()};
+  }
+  [[nodiscard]] AllocationIdentity allocation_identity(const AllocationName& name) const noexcept {
+    return {binding_identity(name.binding(), name.binding_generation()), name.generation()};
+  }
 
   // Opens an operation if the mechanism is active; `operation` names it in refusals.
   [[nodiscard]] Expected<ActiveOperation, BindingError> begin_active(std::string_view operation);
@@ -108,13 +115,13 @@ class Mechanism : public std::enable_shared_from_this<Mechanism> {
   // throughout.
   [[nodiscard]] Expected<RecordKey, BindingError> record(const AllocationRecord& record, ActiveOperation& operation);
   // Checks that metadata still names its live record (mechanism active).
-  [[nodiscard]] CheckResult validate(const BindingIdentity& through, const AllocationIdentity& identity,
-                                     RecordSlot slot, const AllocationRecord& expected, std::string_view operation);
+  [[nodiscard]] CheckResult validate(BindingId through, const AllocationName& name, RecordSlot slot,
+                                     const AllocationRecord& expected, std::string_view operation);
   // Removes the live record exactly once and counts a queued release, which
   // is also an active operation until it settles; refused (nothing changed)
   // unless active or retired and the record matches.
-  [[nodiscard]] CheckResult take_for_release(const BindingIdentity& through, const AllocationIdentity& identity,
-                                             RecordSlot slot, const AllocationRecord& expected);
+  [[nodiscard]] CheckResult take_for_release(BindingId through, const AllocationName& name, RecordSlot slot,
+                                             const AllocationRecord& expected);
   [[nodiscard]] Gate release_gate() const noexcept;
   // Each settles one queued release; `slot` is where its record was taken from.
   void settle_released(RecordSlot slot) noexcept;

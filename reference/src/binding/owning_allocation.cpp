@@ -37,14 +37,13 @@ OwningAllocation& OwningAllocation::operator=(OwningAllocation&& other) noexcept
     abandon();
     allocation_ = std::move(other.allocation_);
     views_ = std::move(other.views_);
-    owns_ = std::exchange(other.owns_, false);
   }
   return *this;
 }
 
 void OwningAllocation::abandon() noexcept {
-  if (!std::exchange(owns_, false)) return;
-  BoundAllocation allocation = std::move(allocation_);
+  if (!owns()) return;
+  BoundAllocation allocation = std::move(allocation_);  // takes the pin: this owner owns nothing from here
   // Quarantine, never free: the device may still be using the bytes. If the
   // record cannot be taken (device lost, already terminated) it stays where
   // it is and confirmed termination discharges it.
@@ -72,8 +71,7 @@ OwningReleaseError OwningAllocation::refuse_for_views(std::size_t views) && {
 
 Expected<BoundAllocation, OwningReleaseError> OwningAllocation::take() && {
   if (const std::size_t views = lent_views(); views != 0) return fail(std::move(*this).refuse_for_views(views));
-  owns_ = false;
-  return std::move(allocation_);
+  return std::move(allocation_);  // the pin goes with it
 }
 
 Expected<BoundAllocation, OwningReleaseError> OwningAllocation::into_bound() && { return std::move(*this).take(); }
@@ -83,8 +81,8 @@ Expected<PreparedAllocationRelease, BindingError> OwningAllocation::prepare_in_p
   // moves once, into the request, and only if the record was taken. One
   // named result and one return, so the request is built where the caller
   // receives it.
-  auto prepared = MemoryBinding::take_record(allocation_.identity_.binding, *allocation_.mechanism_, allocation_);
-  if (prepared) owns_ = false;  // the request took the metadata's pin on the mechanism
+  auto prepared = MemoryBinding::take_record(allocation_.name_.binding(), *allocation_.mechanism_, allocation_);
+  // On success the request took the metadata's pin, so this owner owns nothing.
   return prepared;
 }
 
@@ -102,13 +100,14 @@ Expected<AllocationReleaseOutcome, OwningReleaseError> OwningAllocation::release
   // the metadata into one: this owner's own pin keeps the mechanism alive
   // until the outcome is known.
   detail::Mechanism& mechanism = *allocation_.mechanism_;
-  if (auto taken = MemoryBinding::take_live_record(allocation_.identity_.binding, mechanism, allocation_); !taken) {
+  if (auto taken = MemoryBinding::take_live_record(allocation_.name_.binding(), mechanism, allocation_); !taken) {
     return fail(OwningReleaseError(std::move(taken.error()), std::move(*this)));
   }
   AllocationReleaseOutcome outcome = detail::execute_release(
-      {mechanism, allocation_.identity_, allocation_.slot_, allocation_.ptr_, allocation_.bytes_, allocation_.align_});
-  owns_ = false;
-  allocation_.mechanism_.reset();  // this owner's pin on the mechanism, held until the outcome was known
+      {mechanism, allocation_.name_, allocation_.slot_, allocation_.ptr_, allocation_.bytes_, allocation_.align_});
+  // This owner's pin on the mechanism, held until the outcome was known;
+  // without it the owner owns nothing.
+  allocation_.mechanism_.reset();
   return outcome;
 }
 
@@ -121,16 +120,19 @@ Expected<DeferredReleaseDisposition, OwningReleaseError> OwningAllocation::relea
   if (!pin) return fail(OwningReleaseError(BindingError::deferred_refused(pin.error()), std::move(*this)));
   auto prepared = prepare_in_place();
   if (!prepared) return fail(OwningReleaseError(std::move(prepared.error()), std::move(*this)));
-  // The request took only the metadata's pin on its mechanism, so the
-  // identity is still here to report; nothing is copied before it moves on.
-  const AllocationIdentity& identity = allocation_.identity_;
+  // The receipt is made where the caller receives it, and before the request
+  // moves on: the request holds the pin on the mechanism that the identity is
+  // read from. One named result, returned on both paths, so it is never moved.
+  Expected<DeferredReleaseDisposition, OwningReleaseError> disposition(tl::in_place, detail::BindingKey(),
+                                                                       prepared->identity());
   // No registry or mechanism lock is held here.
   auto queued = queue.enqueue(std::move(*prepared), std::move(*pin));
-  if (queued) {
-    return Expected<DeferredReleaseDisposition, OwningReleaseError>(tl::in_place, detail::BindingKey(), identity);
+  if (!queued) {
+    const DeferredEnqueueRejection rejection = queued.error().rejection();
+    *disposition = DeferredReleaseDisposition::quarantined(disposition->identity(), rejection,
+                                                           std::move(queued.error()).quarantine());
   }
-  const DeferredEnqueueRejection rejection = queued.error().rejection();
-  return DeferredReleaseDisposition::quarantined(identity, rejection, std::move(queued.error()).quarantine());
+  return disposition;
 }
 
 }  // namespace ortmem

@@ -6,10 +6,31 @@
 namespace ortmem {
 
 PreparedAllocationRelease::PreparedAllocationRelease(detail::BindingKey, std::shared_ptr<detail::Mechanism> mechanism,
-                                                     const AllocationIdentity& identity, detail::RecordSlot slot,
+                                                     const detail::AllocationName& name, detail::RecordSlot slot,
                                                      void* ptr, std::size_t bytes, std::size_t align) noexcept
-    : mechanism_(std::move(mechanism)), identity_(identity), slot_(slot), ptr_(ptr), bytes_(bytes), align_(align),
+    : mechanism_(std::move(mechanism)), name_(name), slot_(slot), ptr_(ptr), bytes_(bytes), align_(align),
       armed_(true) {}
+
+AllocationIdentity PreparedAllocationRelease::identity() const noexcept {
+  return mechanism_ ? mechanism_->allocation_identity(name_) : AllocationIdentity{};
+}
+
+// Each read alone, not through identity(): a queue checks the context of
+// every request it takes, and building the whole identity for it would cost
+// more than the check.
+BindingIdentity PreparedAllocationRelease::binding_identity() const noexcept {
+  return mechanism_ ? mechanism_->binding_identity(name_.binding(), name_.binding_generation()) : BindingIdentity{};
+}
+
+DeviceKey PreparedAllocationRelease::device() const noexcept { return mechanism_ ? mechanism_->device() : DeviceKey{}; }
+
+AuthorityIdentity PreparedAllocationRelease::authority() const noexcept {
+  return mechanism_ ? mechanism_->authority() : AuthorityIdentity{};
+}
+
+ProviderContextIdentity PreparedAllocationRelease::provider_context() const noexcept {
+  return mechanism_ ? mechanism_->context() : ProviderContextIdentity{};
+}
 
 AllocationReleaseState PreparedAllocationRelease::state() const noexcept { return AllocationReleaseState::kQueued; }
 
@@ -17,7 +38,7 @@ PreparedAllocationRelease& PreparedAllocationRelease::operator=(PreparedAllocati
   if (this != &other) {
     abandon();
     mechanism_ = std::move(other.mechanism_);
-    identity_ = other.identity_;
+    name_ = other.name_;
     slot_ = other.slot_;
     ptr_ = other.ptr_;
     bytes_ = other.bytes_;
@@ -35,7 +56,7 @@ void PreparedAllocationRelease::abandon() noexcept {
 }
 
 detail::TakenRelease PreparedAllocationRelease::taken() const noexcept {
-  return {*mechanism_, identity_, slot_, ptr_, bytes_, align_};
+  return {*mechanism_, name_, slot_, ptr_, bytes_, align_};
 }
 
 AllocationReleaseOutcome PreparedAllocationRelease::settle_quarantined(ReleaseAccounting accounting,

@@ -1,6 +1,7 @@
 #include "ortmem/registry.hpp"
 
 #include <optional>
+#include <map>
 #include <unordered_map>
 
 #include "mechanism.hpp"
@@ -20,6 +21,11 @@ struct DeviceKeyHash {
   }
 };
 
+// Ordered, not hashed: a registry holds a few mechanisms, and a lookup (every
+// snapshot makes one) then costs a few comparisons where hashing cost a
+// division by the bucket count. snapshots() lists them in registration order.
+using MechanismMap = std::map<MechanismIdentity, std::shared_ptr<Mechanism>>;
+
 // The registry lock guards these maps and the selection; it is never held
 // while a mechanism lock is taken or a provider is called.
 struct BindingRegistry::State {
@@ -30,11 +36,17 @@ struct BindingRegistry::State {
   detail::Mutex mutex;
   std::unordered_map<ProviderContextIdentity, std::shared_ptr<ContextEntry>> contexts ORTMEM_GUARDED_BY(mutex);
   std::unordered_map<AuthorityIdentity, std::shared_ptr<AuthorityEntry>> authorities ORTMEM_GUARDED_BY(mutex);
-  std::unordered_map<MechanismIdentity, std::shared_ptr<Mechanism>> mechanisms ORTMEM_GUARDED_BY(mutex);
+  MechanismMap mechanisms ORTMEM_GUARDED_BY(mutex);
   std::unordered_map<DeviceKey, MechanismIdentity, DeviceKeyHash> selected ORTMEM_GUARDED_BY(mutex);
 };
 
 namespace {
+
+// The registered entry for `identity` in `mechanisms`, read under the registry lock.
+const std::shared_ptr<Mechanism>* registered_entry(const MechanismMap& mechanisms, MechanismIdentity identity) {
+  const auto found = mechanisms.find(identity);
+  return found == mechanisms.end() ? nullptr : &found->second;
+}
 
 template <class Id>
 Expected<void, BindingError> ensure_local(const IdentityIssuer& issuer, Id identity, std::string_view kind) {
@@ -138,9 +150,9 @@ Expected<std::shared_ptr<Mechanism>, BindingError> BindingRegistry::find(const R
   if (auto local = ensure_local(*state_->identities, mechanism.identity, "mechanism"); !local)
     return fail(local.error());
   const LockGuard lock(state_->mutex);
-  const auto found = state_->mechanisms.find(mechanism.identity);
-  if (found == state_->mechanisms.end()) return fail(BindingError::unregistered(mechanism.identity));
-  return found->second;
+  const std::shared_ptr<Mechanism>* entry = registered_entry(state_->mechanisms, mechanism.identity);
+  if (entry == nullptr) return fail(BindingError::unregistered(mechanism.identity));
+  return *entry;
 }
 
 Expected<void, BindingError> BindingRegistry::select(const RegisteredMechanism& mechanism) const {
@@ -231,9 +243,7 @@ Expected<MemoryBinding, BindingError> BindingRegistry::issue_binding(
   if (!id) return fail(id.error());
   auto generation = issue<BindingGeneration>(*state_->identities);
   if (!generation) return fail(generation.error());
-  const BindingIdentity identity{
-      *id, *generation, mechanism->device(), mechanism->identity(), mechanism->context(), mechanism->authority()};
-  return MemoryBinding(identity, mechanism);
+  return MemoryBinding(mechanism->binding_identity(*id, *generation), mechanism);
 }
 
 Expected<void, BindingError> BindingRegistry::retire(const RegisteredMechanism& mechanism) const {
@@ -342,8 +352,15 @@ Expected<void, BindingError> BindingRegistry::remove_authority(const RegisteredA
 }
 
 Expected<MechanismSnapshot, BindingError> BindingRegistry::snapshot(const RegisteredMechanism& mechanism) const {
-  auto entry = find(mechanism);
-  if (!entry) return fail(entry.error());
+  if (auto local = ensure_local(*state_->identities, mechanism.identity, "mechanism"); !local)
+    return fail(local.error());
+  // Read under the registry lock rather than through a copy of the entry, as
+  // find() would make: the mechanism's snapshot takes no lock and writes
+  // nothing, so this lock is held briefly, and the copy would add two atomic
+  // updates of the entry's reference count to every snapshot.
+  const LockGuard lock(state_->mutex);
+  const std::shared_ptr<Mechanism>* entry = registered_entry(state_->mechanisms, mechanism.identity);
+  if (entry == nullptr) return fail(BindingError::unregistered(mechanism.identity));
   return (*entry)->snapshot();
 }
 

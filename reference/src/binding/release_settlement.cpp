@@ -9,8 +9,9 @@ AllocationReleaseOutcome settle_quarantined(const TakenRelease& taken, ReleaseAc
                                             std::uint64_t retained_bytes) noexcept {
   const ResidualOwnership residual{state, reason, retained_bytes, reinterpret_cast<std::uintptr_t>(taken.ptr),
                                    taken.align};
-  taken.mechanism.settle_quarantined(taken.slot, QuarantinedAllocation{taken.identity, residual.address, taken.bytes,
-                                                                       taken.align, state, reason, retained_bytes});
+  taken.mechanism.settle_quarantined(
+      taken.slot, QuarantinedAllocation{taken.mechanism.allocation_identity(taken.name), residual.address, taken.bytes,
+                                        taken.align, state, reason, retained_bytes});
   return AllocationReleaseOutcome::quarantined(accounting, residual);
 }
 

@@ -24,7 +24,7 @@ class Mechanism;
 // An allocation whose live record was taken from `slot` for release.
 struct TakenRelease {
   Mechanism& mechanism;
-  const AllocationIdentity& identity;
+  const AllocationName& name;
   RecordSlot slot;
   void* ptr;
   std::size_t bytes;

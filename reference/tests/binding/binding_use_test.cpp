@@ -169,6 +169,32 @@ TEST_F(BindingUseTest, AViewExposesItsPointerOnlyWhenBindingGenerationAddressSiz
   EXPECT_TRUE(binding.release(*neighbour));
 }
 
+// An error's fields live in one block its copies share; a move shares it
+// too, so an error moved into a result still reads whole where it was.
+TEST_F(BindingUseTest, AMovedFromRefusalStillReportsEveryFieldOfItsKind) {
+  covers("BIND-018");
+  const auto m = add();
+  const auto binding = bind(m);
+  auto allocation = binding.allocate(64, 8);
+  ASSERT_TRUE(allocation);
+  const BoundAllocation spent = *allocation;
+  ASSERT_TRUE(binding.release(*allocation));
+  auto stale = spent.view(0, 8);
+  ASSERT_FALSE(stale);
+  BindingError source = stale.error();
+  const std::string message = source.message();
+  const BindingError moved = std::move(source);
+  for (const BindingError* error : std::initializer_list<const BindingError*>{&moved, &source}) {
+    EXPECT_TRUE(is_kind(*error, Kind::kStaleAllocation));
+    EXPECT_EQ(error->allocation(), spent.identity());
+    EXPECT_EQ(error->message(), message);
+  }
+  BindingError assigned = BindingError::identity_exhausted();
+  assigned = std::move(source);
+  EXPECT_EQ(assigned.allocation(), spent.identity());
+  EXPECT_TRUE(is_kind(source, Kind::kStaleAllocation)) << "a move-assignment emptied its source";
+}
+
 TEST_F(BindingUseTest, WithViewRunsItsCallbackWithNoLockHeld) {
   covers("BIND-013");
   const auto binding = bind_capable();

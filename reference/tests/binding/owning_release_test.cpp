@@ -91,6 +91,50 @@ TEST_F(OwningReleaseTest, OwnersMoveButNeverCopy) {
   EXPECT_EQ(m.allocator->release_calls(), 2U);
 }
 
+// A handle keeps only its binding id and generations, and reads the rest of
+// its identity from the mechanism it pins: that identity must still be the
+// binding's, field for field, and a handle that gave its pin up must not
+// read a mechanism it no longer keeps alive.
+TEST_F(OwningReleaseTest, AnOwnersIdentityIsItsBindingsUntilItGivesItsPinUp) {
+  covers("OWN-001");
+  const auto m = add();
+  const auto binding = bind(m);
+  auto owner = binding.allocate_owning(64, 8);
+  ASSERT_TRUE(owner);
+  const AllocationIdentity identity = owner->identity();
+  // Against what was registered, not only against the binding (whose identity the mechanism also makes).
+  EXPECT_EQ(identity.binding.device, DeviceKey::host());
+  EXPECT_EQ(identity.binding.mechanism, m.mechanism.identity);
+  EXPECT_EQ(identity.binding.provider_context, m.context.identity);
+  EXPECT_EQ(identity.binding.authority, m.authority.identity);
+  EXPECT_EQ(identity.binding, binding.identity());
+  EXPECT_TRUE(identity.generation.is_issued());
+  EXPECT_EQ(owner->binding().identity(), binding.identity());
+  auto second = binding.allocate_owning(64, 8);
+  ASSERT_TRUE(second);
+  EXPECT_NE(second->identity().generation, identity.generation);
+  {
+    auto view = owner->view(0, 8);  // dropped at the brace: a release is refused while a view lives
+    ASSERT_TRUE(view);
+    EXPECT_EQ(view->allocation_identity(), identity);
+  }
+
+  OwningAllocation moved = std::move(*owner);
+  EXPECT_EQ(owner->identity(), AllocationIdentity{}) << "a moved-from owner still names the allocation";
+  EXPECT_EQ(moved.identity(), identity);
+  auto prepared = std::move(moved).prepare_release();
+  ASSERT_TRUE(prepared);
+  EXPECT_EQ(prepared->identity(), identity);
+  EXPECT_EQ(prepared->binding_identity(), binding.identity());
+  EXPECT_EQ(prepared->provider_context(), binding.identity().provider_context);
+  EXPECT_EQ(prepared->authority(), binding.identity().authority);
+  EXPECT_EQ(prepared->device(), binding.identity().device);
+  EXPECT_EQ(moved.identity(), AllocationIdentity{}) << "an owner whose request took its pin still names the allocation";
+  EXPECT_TRUE(std::move(*prepared).execute().is_complete());
+  ASSERT_TRUE(std::move(*second).release_now());
+  EXPECT_EQ(second->identity(), AllocationIdentity{}) << "a released owner still names the allocation";
+}
+
 TEST_F(OwningReleaseTest, AnOwnerEndsThroughExactlyOneConsumingRelease) {
   covers("OWN-002");
   static_assert(!ReleasableAsLvalue<OwningAllocation>, "a release must consume the owner");

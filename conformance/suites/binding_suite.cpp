@@ -115,6 +115,53 @@ TEST_P(Binding, EachBindIsANewBindingWithANewGeneration) {
   EXPECT_EQ(second->identity().device, info().device);
 }
 
+// What a binding issues names it, whole: a handle that reported another
+// binding, device, authority or context would be counted, checked and
+// released against the wrong one. Read back from every kind of handle, on a
+// second binding of the same mechanism so that a handle naming the first
+// binding (or the mechanism's first binding) is caught.
+TEST_P(Binding, EveryHandleNamesTheBindingThatIssuedIt) {
+  covers("BIND-007", "BIND-012");
+  auto second = harness_->registry.bind(info().device);
+  ASSERT_TRUE(second);
+  const BindingIdentity issuer = second->identity();
+  auto allocation = second->allocate(96, 32);
+  auto other = second->allocate(96, 32);
+  ASSERT_TRUE(allocation && other);
+  const AllocationIdentity identity = allocation->identity();
+  EXPECT_EQ(identity.binding, issuer);
+  EXPECT_NE(identity.generation, other->identity().generation);
+  EXPECT_EQ(allocation->binding().identity(), issuer);
+
+  auto view = allocation->view(32, 64);
+  ASSERT_TRUE(view);
+  EXPECT_EQ(view->allocation_identity(), identity);
+  EXPECT_EQ(view->binding().identity(), issuer);
+
+  auto owner = second->allocate_owning(48, 16);
+  ASSERT_TRUE(owner);
+  EXPECT_EQ(owner->identity().binding, issuer);
+  {
+    auto owned = owner->view(16, 32);  // given back at the end of the scope, before the release
+    ASSERT_TRUE(owned);
+    EXPECT_EQ(owned->allocation_identity(), owner->identity());
+  }
+
+  auto prepared = second->prepare_release(*allocation);
+  ASSERT_TRUE(prepared);
+  EXPECT_EQ(prepared->identity(), identity);
+  EXPECT_EQ(prepared->binding_identity(), issuer);
+  EXPECT_EQ(prepared->device(), info().device);
+  EXPECT_EQ(prepared->authority(), harness_->authority.identity);
+  EXPECT_EQ(prepared->provider_context(), harness_->context_registration.identity);
+  EXPECT_TRUE(std::move(*prepared).execute().is_complete());
+  auto owner_request = std::move(*owner).prepare_release();
+  ASSERT_TRUE(owner_request);
+  EXPECT_EQ(owner_request->binding_identity(), issuer);
+  EXPECT_TRUE(std::move(*owner_request).execute().is_complete());
+  EXPECT_TRUE(second->release(*other));
+}
+
 TEST_P(Binding, AReusedAddressGetsANewGenerationAndOldMetadataStaysStale) {
   covers("BIND-002", "BIND-014", "BIND-018");
   auto first = binding().allocate(64, 64);

@@ -173,7 +173,7 @@ Expected<BoundMemoryView, BindingError> BoundAllocation::view(std::size_t offset
 }
 
 AllocationIdentity BoundAllocation::identity() const noexcept {
-  return mechanism_ ? mechanism_->allocation_identity(name_) : AllocationIdentity{};
+  return detail::Mechanism::allocation_identity(mechanism_, name_);
 }
 
 MemoryBinding BoundAllocation::binding() const noexcept {
@@ -181,7 +181,7 @@ MemoryBinding BoundAllocation::binding() const noexcept {
 }
 
 AllocationIdentity BoundMemoryView::allocation_identity() const noexcept {
-  return mechanism_ ? mechanism_->allocation_identity(name_) : AllocationIdentity{};
+  return detail::Mechanism::allocation_identity(mechanism_, name_);
 }
 
 MemoryBinding BoundMemoryView::binding() const noexcept {

@@ -98,6 +98,12 @@ class Mechanism : public std::enable_shared_from_this<Mechanism> {
   [[nodiscard]] AllocationIdentity allocation_identity(const AllocationName& name) const noexcept {
     return {binding_identity(name.binding(), name.binding_generation()), name.generation()};
   }
+  // What a handle that pins `mechanism` reports as its allocation's identity:
+  // a moved-from handle pins nothing, and names nothing.
+  [[nodiscard]] static AllocationIdentity allocation_identity(const std::shared_ptr<Mechanism>& mechanism,
+                                                              const AllocationName& name) noexcept {
+    return mechanism ? mechanism->allocation_identity(name) : AllocationIdentity{};
+  }
 
   // Opens an operation if the mechanism is active; `operation` names it in refusals.
   [[nodiscard]] Expected<ActiveOperation, BindingError> begin_active(std::string_view operation);

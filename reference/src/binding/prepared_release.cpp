@@ -12,7 +12,7 @@ PreparedAllocationRelease::PreparedAllocationRelease(detail::BindingKey, std::sh
       armed_(true) {}
 
 AllocationIdentity PreparedAllocationRelease::identity() const noexcept {
-  return mechanism_ ? mechanism_->allocation_identity(name_) : AllocationIdentity{};
+  return detail::Mechanism::allocation_identity(mechanism_, name_);
 }
 
 // Each read alone, not through identity(): a queue checks the context of

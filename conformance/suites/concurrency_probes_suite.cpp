@@ -211,6 +211,48 @@ TEST_P(BindingConcurrency, ViewsUsedWhileTheirAllocatingThreadChurnsAreCheckedEx
   }
 }
 
+// BIND-010 under more threads than a registry is likely to keep shards or
+// per-thread slots for, so that some threads share a part of its
+// bookkeeping and race on its counts. Each thread allocates and releases on
+// one binding; once they stop, the snapshot must read what it read before. A
+// count raised or lowered without the lock its other writers hold loses
+// updates here, and the snapshot then reports operations or allocations that
+// no longer exist (or misses ones that do).
+TEST_P(BindingConcurrency, ManyThreadsOnOneBindingLeaveTheSnapshotsCountsExact) {
+  covers("BIND-010");
+  constexpr int kMany = 40;
+  const int cycles = probe_rounds(2000);
+  const MechanismSnapshot before = *registry().snapshot(harness_->mechanism);
+  // Checked after each round, so that drifts of opposite sign cannot cancel out.
+  for (int round = 0; round < 3 && !HasFailure(); ++round) {
+    std::atomic<int> refused{0};
+    together(kMany, [&](int t) {
+      for (int i = 0; i < cycles; ++i) {
+        auto owner = binding().allocate_owning(16 + static_cast<std::size_t>((i + t) % 4) * 16, 16);
+        if (!owner) {
+          ++refused;
+          continue;
+        }
+        auto released = std::move(*owner).release_now();
+        if (!released || !released->is_complete()) ++refused;
+      }
+    });
+    {
+      ORTMEM_CTS_PRECONDITION();
+      ASSERT_EQ(refused.load(), 0) << "the binding could not allocate and release on its own";
+    }
+    ORTMEM_CTS_CHECKING("BIND-010");
+    const MechanismSnapshot after = *registry().snapshot(harness_->mechanism);
+    EXPECT_EQ(after.live_allocations, before.live_allocations)
+        << "round " << round << ": " << kMany << " threads left live allocations behind";
+    EXPECT_EQ(after.active_operations, before.active_operations)
+        << "round " << round << ": " << kMany << " threads left operations open";
+    EXPECT_EQ(after.queued_releases, before.queued_releases)
+        << "round " << round << ": " << kMany << " threads left releases queued";
+    EXPECT_EQ(after.quarantined_allocations, before.quarantined_allocations) << "round " << round;
+  }
+}
+
 class QueueConcurrency : public RequiringCapability<RegistrySuite, Capability::kDeferredQueue> {
  protected:
   // Enqueues per_thread releases from each of kThreads threads, then drains.

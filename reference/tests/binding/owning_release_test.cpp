@@ -220,6 +220,14 @@ TEST_F(OwningReleaseTest, DroppingAPreparedRequestQuarantinesItAsAbandoned) {
     // Moving the request moves the one claim; the moved-from shell owns nothing.
     PreparedAllocationRelease moved = std::move(*prepared);
     EXPECT_FALSE(prepared->is_armed());
+    EXPECT_EQ(moved.identity(), identity);
+    // Reading a shell is outside the contract (the accessors require a request
+    // not moved from), but it names nothing rather than reading a mechanism it no longer pins.
+    EXPECT_EQ(prepared->identity(), AllocationIdentity{});
+    EXPECT_EQ(prepared->binding_identity(), BindingIdentity{});
+    EXPECT_EQ(prepared->device(), DeviceKey{});
+    EXPECT_EQ(prepared->authority(), AuthorityIdentity{});
+    EXPECT_EQ(prepared->provider_context(), ProviderContextIdentity{});
     EXPECT_TRUE(has_counts(snapshot(m), Counts{.active = 1, .queued = 1}));
   }
   EXPECT_EQ(m.allocator->release_calls(), 0U);

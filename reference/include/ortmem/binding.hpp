@@ -192,25 +192,16 @@ class MemoryBinding {
   using ViewBody = void (*)(void* context, ValidatedMemoryView validated);
   [[nodiscard]] std::optional<BindingError> run_with_view(const BoundMemoryView& view, ViewBody body,
                                                           void* context) const;
-  // A recorded allocation, before it becomes metadata of the caller's choice.
-  struct RecordedAllocation {
-    AllocationGeneration generation;
-    detail::RecordSlot slot;
-    void* ptr;
-    // The mechanism, held the way its handles hold it (Mechanism::make).
-    std::shared_ptr<detail::Mechanism> pin;
-  };
-  // Records ptr as live; `operation` (the caller's, still open) ends in the same step.
-  [[nodiscard]] Expected<RecordedAllocation, BindingError> record_allocation(void* ptr, std::size_t bytes,
-                                                                             std::size_t align,
-                                                                             detail::ActiveOperation& operation) const;
-  // Opens an operation, allocates with no lock held and records the result.
-  [[nodiscard]] Expected<RecordedAllocation, BindingError> allocate_recorded(std::size_t bytes,
-                                                                             std::size_t align) const;
-  [[nodiscard]] detail::AllocationName name_of(const RecordedAllocation& recorded) const noexcept;
-  [[nodiscard]] BoundAllocation metadata(RecordedAllocation&& recorded, std::size_t bytes, std::size_t align) const;
-  [[nodiscard]] Expected<OwningAllocation, BindingError> owner_of(RecordedAllocation&& recorded, std::size_t bytes,
-                                                                  std::size_t align) const;
+  // Opens an operation, allocates with no lock held and records the result
+  // as a Handle (BoundAllocation or OwningAllocation), built once, where the
+  // caller receives it: a handle is large, and every move of it is a copy.
+  template <class Handle>
+  [[nodiscard]] Expected<Handle, BindingError> allocate_as(std::size_t bytes, std::size_t align) const;
+  // Records ptr as live and builds its Handle; `operation` (the caller's,
+  // still open) ends in the same step.
+  template <class Handle>
+  [[nodiscard]] Expected<Handle, BindingError> record_as(void* ptr, std::size_t bytes, std::size_t align,
+                                                         detail::ActiveOperation& operation) const;
 
   BindingIdentity identity_;
   // Pins the mechanism, and through it the allocator, authority, provider
@@ -234,6 +225,12 @@ class BoundAllocation {
 
   // A view of [offset, offset + bytes); refused when out of bounds or stale.
   [[nodiscard]] Expected<BoundMemoryView, BindingError> view(std::size_t offset, std::size_t bytes) const;
+
+  // For the binding layer only (the key): public so that the metadata can be
+  // built in place inside the Expected that reports it.
+  BoundAllocation(detail::BindingKey, std::shared_ptr<detail::Mechanism> mechanism, const detail::AllocationName& name,
+                  detail::RecordSlot slot, void* ptr, std::size_t bytes, std::size_t align) noexcept
+      : BoundAllocation(std::move(mechanism), name, slot, ptr, bytes, align) {}
 
  private:
   friend class BoundSharedMapping;

@@ -18,62 +18,44 @@ detail::AllocationRecord record_of(BindingId binding, const void* ptr, std::size
 MemoryBinding::MemoryBinding(BindingIdentity identity, std::shared_ptr<detail::Mechanism> mechanism) noexcept
     : identity_(identity), mechanism_(std::move(mechanism)) {}
 
-detail::AllocationName MemoryBinding::name_of(const RecordedAllocation& recorded) const noexcept {
-  return {identity_.id, identity_.generation, recorded.generation};
+template <class Handle>
+Expected<Handle, BindingError> MemoryBinding::record_as(void* ptr, std::size_t bytes, std::size_t align,
+                                                        detail::ActiveOperation& operation) const {
+  auto key = mechanism_->record(record_of(identity_.id, ptr, bytes, align), operation);
+  if (!key) return fail(std::move(key.error()));
+  return Expected<Handle, BindingError>(tl::in_place, detail::BindingKey(), std::move(key->pin),
+                                        detail::AllocationName{identity_.id, identity_.generation, key->generation},
+                                        key->slot, ptr, bytes, align);
 }
 
-Expected<MemoryBinding::RecordedAllocation, BindingError> MemoryBinding::record_allocation(
-    void* ptr, std::size_t bytes, std::size_t align, detail::ActiveOperation& operation) const {
-  auto recorded = mechanism_->record(record_of(identity_.id, ptr, bytes, align), operation);
-  if (!recorded) return fail(std::move(recorded.error()));
-  return RecordedAllocation{recorded->generation, recorded->slot, ptr, std::move(recorded->pin)};
-}
-
-BoundAllocation MemoryBinding::metadata(RecordedAllocation&& recorded, std::size_t bytes, std::size_t align) const {
-  return BoundAllocation(std::move(recorded.pin), name_of(recorded), recorded.slot, recorded.ptr, bytes, align);
-}
-
-Expected<OwningAllocation, BindingError> MemoryBinding::owner_of(RecordedAllocation&& recorded, std::size_t bytes,
-                                                                 std::size_t align) const {
-  // Built in place, in the result: the metadata is written once, where the caller receives it.
-  return Expected<OwningAllocation, BindingError>(tl::in_place, detail::BindingKey(), std::move(recorded.pin),
-                                                  name_of(recorded), recorded.slot, recorded.ptr, bytes, align);
-}
-
-Expected<MemoryBinding::RecordedAllocation, BindingError> MemoryBinding::allocate_recorded(std::size_t bytes,
-                                                                                           std::size_t align) const {
+template <class Handle>
+Expected<Handle, BindingError> MemoryBinding::allocate_as(std::size_t bytes, std::size_t align) const {
   auto operation = mechanism_->begin_active("allocating");
-  if (!operation) return fail(operation.error());
+  if (!operation) return fail(std::move(operation.error()));
   // No lock is held across the allocator: it may call back into the registry.
   auto ptr = mechanism_->allocator().allocate(bytes, align);
   if (!ptr) return fail(BindingError::memory(std::move(ptr.error())));
-  auto recorded = record_allocation(*ptr, bytes, align, *operation);
-  if (!recorded) {
+  auto handle = record_as<Handle>(*ptr, bytes, align, *operation);
+  if (!handle) {
     // Never recorded, so nobody else can name it: hand it straight back.
     (void)mechanism_->allocator().release(*ptr, bytes, align);
   }
-  return recorded;
+  return handle;
 }
 
 Expected<BoundAllocation, BindingError> MemoryBinding::allocate(std::size_t bytes, std::size_t align) const {
-  auto recorded = allocate_recorded(bytes, align);
-  if (!recorded) return fail(std::move(recorded.error()));
-  return metadata(std::move(*recorded), bytes, align);
+  return allocate_as<BoundAllocation>(bytes, align);
 }
 
 Expected<OwningAllocation, BindingError> MemoryBinding::allocate_owning(std::size_t bytes, std::size_t align) const {
-  auto recorded = allocate_recorded(bytes, align);
-  if (!recorded) return fail(std::move(recorded.error()));
-  return owner_of(std::move(*recorded), bytes, align);
+  return allocate_as<OwningAllocation>(bytes, align);
 }
 
 Expected<OwningAllocation, BindingError> MemoryBinding::adopt_allocation(void* ptr, std::size_t bytes,
                                                                          std::size_t align) const {
   auto operation = mechanism_->begin_active("adopting an allocation");
   if (!operation) return fail(operation.error());
-  auto recorded = record_allocation(ptr, bytes, align, *operation);
-  if (!recorded) return fail(std::move(recorded.error()));
-  return owner_of(std::move(*recorded), bytes, align);
+  return record_as<OwningAllocation>(ptr, bytes, align, *operation);
 }
 
 Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_release(

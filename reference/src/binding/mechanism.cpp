@@ -89,7 +89,7 @@ Expected<Mechanism::RecordKey, BindingError> Mechanism::record(const AllocationR
   const std::uint32_t home = RecordTable::home_shard();
   RecordShard& shard = records_.shard(home);
   AllocationGeneration generation;
-  std::optional<std::uint32_t> index;
+  std::uint32_t index = RecordShard::kNoSlot;
   std::shared_ptr<Mechanism> pin;
   {
     const LockGuard lock(shard.guard);
@@ -104,16 +104,16 @@ Expected<Mechanism::RecordKey, BindingError> Mechanism::record(const AllocationR
     index = shard.insert(generation.opaque().serial(), record);
     // Only once recorded: a caller that failed here still hands the memory
     // back to the allocator, inside its operation.
-    if (index) {
+    if (index != RecordShard::kNoSlot) {
       operation.finish_holding(shard.guard);
       pin = anchored(shard);
     }
   }
-  if (!index) {
+  if (index == RecordShard::kNoSlot) {
     return fail(BindingError::memory(MemoryError::allocation_failed(
         device_.tier, record.bytes, "the registry ran out of host memory recording the allocation")));
   }
-  return RecordKey{generation, RecordSlot{home, *index}, std::move(pin)};
+  return RecordKey{generation, RecordSlot{home, index}, std::move(pin)};
 }
 
 namespace {
@@ -206,23 +206,6 @@ Mechanism::ShardTotals Mechanism::published_totals() const {
     totals.queued += shard.queued.read();
   });
   return totals;
-}
-
-Mechanism::Gate Mechanism::release_gate() const noexcept {
-  if (poisoned_.load(std::memory_order_acquire)) return Gate::kPoisoned;
-  switch (lifecycle_.load(std::memory_order_acquire)) {
-    case MechanismLifecycle::kActive:
-    case MechanismLifecycle::kRetired: return Gate::kAllowed;
-    case MechanismLifecycle::kDeviceLost: return Gate::kDeviceLost;
-    case MechanismLifecycle::kTerminated: return Gate::kTerminated;
-  }
-  return Gate::kPoisoned;
-}
-
-void Mechanism::settle_released(RecordSlot slot) noexcept {
-  RecordShard& shard = records_.shard(slot.shard);
-  const LockGuard lock(shard.guard);
-  shard.queued.lower();
 }
 
 void Mechanism::settle_quarantined(RecordSlot slot, const QuarantinedAllocation& record) noexcept {

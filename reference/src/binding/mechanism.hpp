@@ -128,9 +128,22 @@ class Mechanism : public std::enable_shared_from_this<Mechanism> {
   // unless active or retired and the record matches.
   [[nodiscard]] CheckResult take_for_release(BindingId through, const AllocationName& name, RecordSlot slot,
                                              const AllocationRecord& expected);
-  [[nodiscard]] Gate release_gate() const noexcept;
+  [[nodiscard]] Gate release_gate() const noexcept {
+    if (poisoned_.load(std::memory_order_acquire)) return Gate::kPoisoned;
+    switch (lifecycle_.load(std::memory_order_acquire)) {
+      case MechanismLifecycle::kActive:
+      case MechanismLifecycle::kRetired: return Gate::kAllowed;
+      case MechanismLifecycle::kDeviceLost: return Gate::kDeviceLost;
+      case MechanismLifecycle::kTerminated: return Gate::kTerminated;
+    }
+    return Gate::kPoisoned;
+  }
   // Each settles one queued release; `slot` is where its record was taken from.
-  void settle_released(RecordSlot slot) noexcept;
+  void settle_released(RecordSlot slot) noexcept {
+    RecordShard& shard = records_.shard(slot.shard);
+    const LockGuard lock(shard.guard);
+    shard.queued.lower();
+  }
   void settle_quarantined(RecordSlot slot, const QuarantinedAllocation& record) noexcept;
 
   void retire();

@@ -76,7 +76,8 @@ AllocationReleaseOutcome PreparedAllocationRelease::execute() && noexcept {
 
 AllocationReleaseOutcome PreparedAllocationRelease::settle(AllocationReleaseOutcome performed) && noexcept {
   disarm();
-  return detail::settle_outcome(taken(), std::move(performed));
+  detail::settle_outcome(taken(), performed);
+  return performed;
 }
 
 AllocationReleaseOutcome PreparedAllocationRelease::quarantine_device_lost() && noexcept {

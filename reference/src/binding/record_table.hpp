@@ -22,7 +22,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "ortmem/binding.hpp"
@@ -54,12 +53,28 @@ class alignas(64) RecordShard {
 
   // The record at `index` if it is live under `generation`, else null.
   [[nodiscard]] const AllocationRecord* find(std::uint32_t index, std::uint64_t generation) const noexcept
+      ORTMEM_REQUIRES(guard) {
+    // Metadata is never trusted for more than a hint: an index past what was
+    // handed out, or a slot now holding another generation, is stale.
+    if (index >= used_ || generation == 0) return nullptr;
+    const Slot& found = slot(index);
+    return found.generation == generation ? &found.record : nullptr;
+  }
+  // Stores a record and returns its index, or kNoSlot when the host is out of
+  // memory (nothing changed). A plain index, not an optional: an optional
+  // returned through memory is written in two parts and read back as one
+  // word, and that read waits for both stores to retire on every allocation.
+  [[nodiscard]] std::uint32_t insert(std::uint64_t generation, const AllocationRecord& record) noexcept
       ORTMEM_REQUIRES(guard);
-  // Stores a record; empty when the host is out of memory (nothing changed).
-  [[nodiscard]] std::optional<std::uint32_t> insert(std::uint64_t generation, const AllocationRecord& record) noexcept
-      ORTMEM_REQUIRES(guard);
+  static constexpr std::uint32_t kNoSlot = UINT32_MAX;
   // Frees a slot that find() returned.
-  void erase(std::uint32_t index) noexcept ORTMEM_REQUIRES(guard);
+  void erase(std::uint32_t index) noexcept ORTMEM_REQUIRES(guard) {
+    Slot& freed = slot(index);
+    freed.generation = 0;
+    freed.record.address = free_;
+    free_ = index;
+    live_.lower();
+  }
   // Drops every record (the memory they describe is gone).
   void clear() noexcept ORTMEM_REQUIRES(guard);
   // Written under the lock; read with or without it.
@@ -96,7 +111,6 @@ class alignas(64) RecordShard {
   };
   static_assert(sizeof(Slot) == 48);
   static constexpr std::uint32_t kChunkSlots = 1024;
-  static constexpr std::uint32_t kNoSlot = UINT32_MAX;
 
   [[nodiscard]] Slot& slot(std::uint32_t index) const noexcept ORTMEM_REQUIRES(guard) {
     return chunks_[index / kChunkSlots][index % kChunkSlots];

@@ -1,12 +1,12 @@
 #include "ortmem/registry.hpp"
 
 #include <optional>
-#include <map>
 #include <unordered_map>
 
 #include "mechanism.hpp"
 #include "ortmem/detail/lock_guard.hpp"
-#include "ortmem/detail/mutex.hpp"
+#include "mechanism_table.hpp"
+#include "ortmem/detail/spin_lock.hpp"
 
 namespace ortmem {
 
@@ -21,38 +21,26 @@ struct DeviceKeyHash {
   }
 };
 
-// Ordered, not hashed: a registry holds a few mechanisms, and a lookup (every
-// snapshot makes one) then costs a few comparisons where hashing cost a
-// division by the bucket count. snapshots() lists them in registration order.
-using MechanismMap = std::map<MechanismIdentity, std::shared_ptr<Mechanism>>;
-
-// The registry lock guards these maps and the selection; it is never held
-// while a mechanism lock is taken or a provider is called.
+// The registry lock guards these tables and the selection; it is never held
+// while a mechanism lock is taken or a provider is called, so nothing under
+// it does more than look up, insert or erase. That is also why it is a spin
+// lock: a snapshot holds it for one lookup, and a mutex's call into
+// libpthread and its two atomic operations each way cost more than that.
+// An entry leaves a table under the lock and is let go after it: the last
+// reference to a mechanism or a provider's resource runs provider code.
 struct BindingRegistry::State {
   explicit State(IdentityIssuer issuer) : identities(std::make_shared<IdentityIssuer>(std::move(issuer))) {}
 
   // Shared with bindings, which issue allocation generations after the registry is gone.
   std::shared_ptr<IdentityIssuer> identities;
-  detail::Mutex mutex;
-  std::unordered_map<ProviderContextIdentity, std::shared_ptr<ContextEntry>> contexts ORTMEM_GUARDED_BY(mutex);
-  std::unordered_map<AuthorityIdentity, std::shared_ptr<AuthorityEntry>> authorities ORTMEM_GUARDED_BY(mutex);
-  MechanismMap mechanisms ORTMEM_GUARDED_BY(mutex);
-  std::unordered_map<DeviceKey, MechanismIdentity, DeviceKeyHash> selected ORTMEM_GUARDED_BY(mutex);
+  detail::SpinLock guard;
+  std::unordered_map<ProviderContextIdentity, std::shared_ptr<ContextEntry>> contexts ORTMEM_GUARDED_BY(guard);
+  std::unordered_map<AuthorityIdentity, std::shared_ptr<AuthorityEntry>> authorities ORTMEM_GUARDED_BY(guard);
+  detail::MechanismTable mechanisms ORTMEM_GUARDED_BY(guard);
+  std::unordered_map<DeviceKey, MechanismIdentity, DeviceKeyHash> selected ORTMEM_GUARDED_BY(guard);
 };
 
 namespace {
-
-// The registered entry for `identity` in `mechanisms`, read under the registry lock.
-const std::shared_ptr<Mechanism>* registered_entry(const MechanismMap& mechanisms, MechanismIdentity identity) {
-  const auto found = mechanisms.find(identity);
-  return found == mechanisms.end() ? nullptr : &found->second;
-}
-
-template <class Id>
-Expected<void, BindingError> ensure_local(const IdentityIssuer& issuer, Id identity, std::string_view kind) {
-  if (!issuer.issued(identity)) return fail(BindingError::foreign_registry(kind));
-  return {};
-}
 
 template <class Id>
 Expected<Id, BindingError> issue(IdentityIssuer& issuer) {
@@ -74,7 +62,7 @@ Expected<RegisteredProviderContext, BindingError> BindingRegistry::register_prov
   auto identity = issue<ProviderContextIdentity>(*state_->identities);
   if (!identity) return fail(identity.error());
   auto entry = std::make_shared<ContextEntry>(ContextEntry{*identity, device, std::move(resource)});
-  const LockGuard lock(state_->mutex);
+  const LockGuard lock(state_->guard);
   state_->contexts.emplace(*identity, std::move(entry));
   return RegisteredProviderContext{*identity, device};
 }
@@ -84,7 +72,7 @@ Expected<RegisteredAuthority, BindingError> BindingRegistry::register_authority(
   auto identity = issue<AuthorityIdentity>(*state_->identities);
   if (!identity) return fail(identity.error());
   auto entry = std::make_shared<AuthorityEntry>(AuthorityEntry{*identity, device, std::move(resource)});
-  const LockGuard lock(state_->mutex);
+  const LockGuard lock(state_->guard);
   state_->authorities.emplace(*identity, std::move(entry));
   return RegisteredAuthority{*identity, device};
 }
@@ -104,14 +92,12 @@ Expected<RegisteredMechanism, BindingError> BindingRegistry::register_trusted_co
 Expected<RegisteredMechanism, BindingError> BindingRegistry::register_mechanism(
     const RegisteredProviderContext& context, const RegisteredAuthority& authority,
     std::shared_ptr<DeviceAllocator> allocator, MechanismCoherence coherence) const {
-  if (auto local = ensure_local(*state_->identities, context.identity, "provider context"); !local)
-    return fail(local.error());
-  if (auto local = ensure_local(*state_->identities, authority.identity, "authority"); !local)
-    return fail(local.error());
+  if (!state_->identities->issued(context.identity)) return fail(BindingError::foreign_registry("provider context"));
+  if (!state_->identities->issued(authority.identity)) return fail(BindingError::foreign_registry("authority"));
   std::shared_ptr<ContextEntry> context_entry;
   std::shared_ptr<AuthorityEntry> authority_entry;
   {
-    const LockGuard lock(state_->mutex);
+    const LockGuard lock(state_->guard);
     const auto found_context = state_->contexts.find(context.identity);
     if (found_context == state_->contexts.end()) return fail(BindingError::unregistered(context.identity));
     const auto found_authority = state_->authorities.find(authority.identity);
@@ -134,23 +120,22 @@ Expected<RegisteredMechanism, BindingError> BindingRegistry::register_mechanism(
       Mechanism::make(*identity, device, coherence,
                       Mechanism::Resources{std::move(context_entry), std::move(authority_entry), std::move(allocator)},
                       state_->identities);
-  const LockGuard lock(state_->mutex);
+  const LockGuard lock(state_->guard);
   // The lock was not held while device() ran, so the context or authority may
   // have been removed meanwhile (nothing used them yet). Registering against
   // one now would leave a mechanism whose context is unregistered and whose
   // termination could never be confirmed.
   if (!state_->contexts.contains(context.identity)) return fail(BindingError::unregistered(context.identity));
   if (!state_->authorities.contains(authority.identity)) return fail(BindingError::unregistered(authority.identity));
-  state_->mechanisms.emplace(*identity, std::move(mechanism));
+  state_->mechanisms.add(*identity, std::move(mechanism));
   state_->selected.try_emplace(device, *identity);  // the first mechanism of a device is selected
   return RegisteredMechanism{*identity, device, coherence};
 }
 
 Expected<std::shared_ptr<Mechanism>, BindingError> BindingRegistry::find(const RegisteredMechanism& mechanism) const {
-  if (auto local = ensure_local(*state_->identities, mechanism.identity, "mechanism"); !local)
-    return fail(local.error());
-  const LockGuard lock(state_->mutex);
-  const std::shared_ptr<Mechanism>* entry = registered_entry(state_->mechanisms, mechanism.identity);
+  if (!state_->identities->issued(mechanism.identity)) return fail(BindingError::foreign_registry("mechanism"));
+  const LockGuard lock(state_->guard);
+  const std::shared_ptr<Mechanism>* entry = state_->mechanisms.find(mechanism.identity);
   if (entry == nullptr) return fail(BindingError::unregistered(mechanism.identity));
   return *entry;
 }
@@ -166,7 +151,7 @@ Expected<void, BindingError> BindingRegistry::select(const RegisteredMechanism& 
   const DeviceKey device = (*entry)->device();
   std::optional<MechanismIdentity> prior;
   {
-    const LockGuard lock(state_->mutex);
+    const LockGuard lock(state_->guard);
     auto& selected = state_->selected;
     if (const auto found = selected.find(device); found != selected.end()) prior = found->second;
     selected.insert_or_assign(device, mechanism.identity);
@@ -190,17 +175,15 @@ Expected<void, BindingError> BindingRegistry::withdraw_selection(DeviceKey devic
     std::shared_ptr<Mechanism> restorable;
     if (replacement) {
       {
-        const LockGuard lock(state_->mutex);
+        const LockGuard lock(state_->guard);
         const auto selected = state_->selected.find(device);
         if (selected == state_->selected.end() || selected->second != owner) return {};
-        if (const auto found = state_->mechanisms.find(*replacement); found != state_->mechanisms.end()) {
-          restorable = found->second;
-        }
+        if (const auto* found = state_->mechanisms.find(*replacement)) restorable = *found;
       }
       if (restorable && restorable->lifecycle() != MechanismLifecycle::kActive) restorable.reset();
     }
     {
-      const LockGuard lock(state_->mutex);
+      const LockGuard lock(state_->guard);
       const auto selected = state_->selected.find(device);
       if (selected == state_->selected.end() || selected->second != owner) return {};
       if (!restorable || !state_->mechanisms.contains(restorable->identity())) {
@@ -219,12 +202,12 @@ Expected<void, BindingError> BindingRegistry::withdraw_selection(DeviceKey devic
 Expected<MemoryBinding, BindingError> BindingRegistry::bind(DeviceKey device) const {
   std::shared_ptr<Mechanism> entry;
   {
-    const LockGuard lock(state_->mutex);
+    const LockGuard lock(state_->guard);
     const auto selected = state_->selected.find(device);
     if (selected == state_->selected.end()) return fail(BindingError::no_selected_mechanism(device));
-    const auto found = state_->mechanisms.find(selected->second);
-    if (found == state_->mechanisms.end()) return fail(BindingError::unregistered(selected->second));
-    entry = found->second;
+    const auto* found = state_->mechanisms.find(selected->second);
+    if (found == nullptr) return fail(BindingError::unregistered(selected->second));
+    entry = *found;
   }
   return issue_binding(entry);
 }
@@ -252,7 +235,7 @@ Expected<void, BindingError> BindingRegistry::retire(const RegisteredMechanism& 
   // Terminal first, then deselect: see the header. The selection is looked up
   // under the registered device, not the handle's copy (as in select()).
   (*entry)->retire();
-  const LockGuard lock(state_->mutex);
+  const LockGuard lock(state_->guard);
   if (const auto selected = state_->selected.find((*entry)->device());
       selected != state_->selected.end() && selected->second == mechanism.identity) {
     state_->selected.erase(selected);
@@ -264,13 +247,13 @@ Expected<void, BindingError> BindingRegistry::invalidate_device(DeviceKey device
   auto shared_reason = std::make_shared<const std::string>(std::move(reason));
   std::vector<std::shared_ptr<Mechanism>> entries;
   {
-    const LockGuard lock(state_->mutex);
+    const LockGuard lock(state_->guard);
     for (const auto& [identity, entry] : state_->mechanisms) {
       if (entry->device() == device) entries.push_back(entry);
     }
   }
   for (const auto& entry : entries) entry->invalidate(shared_reason);
-  const LockGuard lock(state_->mutex);
+  const LockGuard lock(state_->guard);
   const auto selected = state_->selected.find(device);
   if (selected == state_->selected.end()) return {};
   for (const auto& entry : entries) {
@@ -284,11 +267,10 @@ Expected<void, BindingError> BindingRegistry::invalidate_device(DeviceKey device
 
 Expected<void, BindingError> BindingRegistry::confirm_context_terminated(
     const RegisteredProviderContext& context) const {
-  if (auto local = ensure_local(*state_->identities, context.identity, "provider context"); !local)
-    return fail(local.error());
+  if (!state_->identities->issued(context.identity)) return fail(BindingError::foreign_registry("provider context"));
   std::vector<std::shared_ptr<Mechanism>> entries;
   {
-    const LockGuard lock(state_->mutex);
+    const LockGuard lock(state_->guard);
     if (!state_->contexts.contains(context.identity)) return fail(BindingError::unregistered(context.identity));
     for (const auto& [identity, entry] : state_->mechanisms) {
       if (entry->context() == context.identity) entries.push_back(entry);
@@ -317,49 +299,53 @@ Expected<void, BindingError> BindingRegistry::remove(const RegisteredMechanism& 
     return fail(BindingError::inactive_mechanism(mechanism.identity, snapshot.lifecycle,
                                                  "removing a mechanism before it is retired and quiescent"));
   }
-  const LockGuard lock(state_->mutex);
+  const LockGuard lock(state_->guard);
   // The registered device, not the handle's copy (as in select()).
   if (const auto selected = state_->selected.find((*entry)->device());
       selected != state_->selected.end() && selected->second == mechanism.identity) {
     state_->selected.erase(selected);
   }
-  state_->mechanisms.erase(mechanism.identity);
+  // `entry` still holds the mechanism, so it is let go after this lock (State).
+  (void)state_->mechanisms.take(mechanism.identity);
   return {};
 }
 
 Expected<void, BindingError> BindingRegistry::remove_provider_context(const RegisteredProviderContext& context) const {
-  if (auto local = ensure_local(*state_->identities, context.identity, "provider context"); !local)
-    return fail(local.error());
-  const LockGuard lock(state_->mutex);
-  if (!state_->contexts.contains(context.identity)) return fail(BindingError::unregistered(context.identity));
+  if (!state_->identities->issued(context.identity)) return fail(BindingError::foreign_registry("provider context"));
+  std::shared_ptr<ContextEntry> removed;  // declared before the guard, so let go after it (State)
+  const LockGuard lock(state_->guard);
+  const auto found = state_->contexts.find(context.identity);
+  if (found == state_->contexts.end()) return fail(BindingError::unregistered(context.identity));
   for (const auto& [identity, entry] : state_->mechanisms) {
     if (entry->context() == context.identity) return fail(BindingError::in_use(context.identity));
   }
-  state_->contexts.erase(context.identity);
+  removed = std::move(found->second);
+  state_->contexts.erase(found);
   return {};
 }
 
 Expected<void, BindingError> BindingRegistry::remove_authority(const RegisteredAuthority& authority) const {
-  if (auto local = ensure_local(*state_->identities, authority.identity, "authority"); !local)
-    return fail(local.error());
-  const LockGuard lock(state_->mutex);
-  if (!state_->authorities.contains(authority.identity)) return fail(BindingError::unregistered(authority.identity));
+  if (!state_->identities->issued(authority.identity)) return fail(BindingError::foreign_registry("authority"));
+  std::shared_ptr<AuthorityEntry> removed;  // declared before the guard, so let go after it (State)
+  const LockGuard lock(state_->guard);
+  const auto found = state_->authorities.find(authority.identity);
+  if (found == state_->authorities.end()) return fail(BindingError::unregistered(authority.identity));
   for (const auto& [identity, entry] : state_->mechanisms) {
     if (entry->authority() == authority.identity) return fail(BindingError::in_use(authority.identity));
   }
-  state_->authorities.erase(authority.identity);
+  removed = std::move(found->second);
+  state_->authorities.erase(found);
   return {};
 }
 
 Expected<MechanismSnapshot, BindingError> BindingRegistry::snapshot(const RegisteredMechanism& mechanism) const {
-  if (auto local = ensure_local(*state_->identities, mechanism.identity, "mechanism"); !local)
-    return fail(local.error());
+  if (!state_->identities->issued(mechanism.identity)) return fail(BindingError::foreign_registry("mechanism"));
   // Read under the registry lock rather than through a copy of the entry, as
   // find() would make: the mechanism's snapshot takes no lock and writes
   // nothing, so this lock is held briefly, and the copy would add two atomic
   // updates of the entry's reference count to every snapshot.
-  const LockGuard lock(state_->mutex);
-  const std::shared_ptr<Mechanism>* entry = registered_entry(state_->mechanisms, mechanism.identity);
+  const LockGuard lock(state_->guard);
+  const std::shared_ptr<Mechanism>* entry = state_->mechanisms.find(mechanism.identity);
   if (entry == nullptr) return fail(BindingError::unregistered(mechanism.identity));
   return (*entry)->snapshot();
 }
@@ -367,7 +353,7 @@ Expected<MechanismSnapshot, BindingError> BindingRegistry::snapshot(const Regist
 std::vector<MechanismSnapshot> BindingRegistry::snapshots() const {
   std::vector<std::shared_ptr<Mechanism>> entries;
   {
-    const LockGuard lock(state_->mutex);
+    const LockGuard lock(state_->guard);
     for (const auto& [identity, entry] : state_->mechanisms) entries.push_back(entry);
   }
   std::vector<MechanismSnapshot> result;

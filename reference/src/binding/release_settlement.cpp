@@ -15,43 +15,53 @@ AllocationReleaseOutcome settle_quarantined(const TakenRelease& taken, ReleaseAc
   return AllocationReleaseOutcome::quarantined(accounting, residual);
 }
 
-AllocationReleaseOutcome execute_release(const TakenRelease& taken) noexcept {
+namespace {
+
+// The gate refused the allocator call: the allocation is quarantined whole.
+[[gnu::cold]] AllocationReleaseOutcome quarantine_at_gate(const TakenRelease& taken, Mechanism::Gate gate) noexcept {
   using Gate = Mechanism::Gate;
   using Kind = QuarantineReason::Kind;
-  const std::size_t bytes = taken.bytes;
-  const ReleaseAccounting nothing_unmapped = ReleaseAccounting::eager(bytes);
-  switch (taken.mechanism.release_gate()) {
-    case Gate::kAllowed: break;
+  const ReleaseAccounting nothing_unmapped = ReleaseAccounting::eager(taken.bytes);
+  switch (gate) {
     case Gate::kDeviceLost:
       return settle_quarantined(taken, nothing_unmapped, AllocationReleaseState::kDeviceLost,
-                                QuarantineReason::of(Kind::kDeviceLost), bytes);
+                                QuarantineReason::of(Kind::kDeviceLost), taken.bytes);
     case Gate::kTerminated:
       return settle_quarantined(taken, nothing_unmapped, AllocationReleaseState::kQuarantined,
-                                QuarantineReason::of(Kind::kMechanismTerminated), bytes);
-    case Gate::kPoisoned:
+                                QuarantineReason::of(Kind::kMechanismTerminated), taken.bytes);
+    default:  // kPoisoned; never called with kAllowed
       return settle_quarantined(taken, nothing_unmapped, AllocationReleaseState::kQuarantined,
-                                QuarantineReason::of(Kind::kStatePoisoned), bytes);
+                                QuarantineReason::of(Kind::kStatePoisoned), taken.bytes);
   }
-  // No lock is held: the allocator may take its own locks or re-enter the registry.
-  return settle_outcome(taken, taken.mechanism.allocator().release(taken.ptr, bytes, taken.align));
 }
 
-AllocationReleaseOutcome settle_outcome(const TakenRelease& taken, AllocationReleaseOutcome outcome) noexcept {
-  using Kind = QuarantineReason::Kind;
-  const std::size_t bytes = taken.bytes;
-  const ReleaseAccounting nothing_unmapped = ReleaseAccounting::eager(bytes);
+}  // namespace
+
+AllocationReleaseOutcome execute_release(const TakenRelease& taken) noexcept {
+  if (const Mechanism::Gate gate = taken.mechanism.release_gate(); gate != Mechanism::Gate::kAllowed) {
+    return quarantine_at_gate(taken, gate);
+  }
+  // No lock is held: the allocator may take its own locks or re-enter the registry.
+  AllocationReleaseOutcome outcome = taken.mechanism.allocator().release(taken.ptr, taken.bytes, taken.align);
+  settle_outcome(taken, outcome);
+  return outcome;
+}
+
+void settle_outcome(const TakenRelease& taken, AllocationReleaseOutcome& outcome) noexcept {
   switch (outcome.kind()) {
-    case AllocationReleaseOutcome::Kind::kComplete: taken.mechanism.settle_released(taken.slot); return outcome;
+    case AllocationReleaseOutcome::Kind::kComplete: taken.mechanism.settle_released(taken.slot); return;
     case AllocationReleaseOutcome::Kind::kQuarantined: {
       const ResidualOwnership residual = *outcome.residual();
-      return settle_quarantined(taken, *outcome.accounting(), residual.state, residual.reason, residual.retained_bytes);
+      outcome =
+          settle_quarantined(taken, *outcome.accounting(), residual.state, residual.reason, residual.retained_bytes);
+      return;
     }
     case AllocationReleaseOutcome::Kind::kFailed:
       // "Nothing changed" is no longer true: the live record is gone.
-      return settle_quarantined(taken, nothing_unmapped, AllocationReleaseState::kQuarantined,
-                                QuarantineReason::of(Kind::kAllocatorRefused), bytes);
+      outcome = settle_quarantined(taken, ReleaseAccounting::eager(taken.bytes), AllocationReleaseState::kQuarantined,
+                                   QuarantineReason::of(QuarantineReason::Kind::kAllocatorRefused), taken.bytes);
+      return;
   }
-  return outcome;
 }
 
 }  // namespace ortmem::detail

@@ -34,12 +34,12 @@ struct TakenRelease {
 // Frees through the allocator if the mechanism's gate allows, and settles.
 [[nodiscard]] AllocationReleaseOutcome execute_release(const TakenRelease& taken) noexcept;
 
-// Records what a release that already ran reported: Complete as released,
-// Quarantined with its residual, and Failed as an allocator-refused
+// Records what a release that already ran reported, in place: Complete as
+// released, Quarantined with its residual, and Failed as an allocator-refused
 // quarantine, since the live record is gone. The gate is not read: the
-// release happened, so the record must say what it did.
-[[nodiscard]] AllocationReleaseOutcome settle_outcome(const TakenRelease& taken,
-                                                      AllocationReleaseOutcome outcome) noexcept;
+// release happened, so the record must say what it did. In place because an
+// outcome is large, and the common Complete one needs nothing rewritten.
+void settle_outcome(const TakenRelease& taken, AllocationReleaseOutcome& outcome) noexcept;
 
 // Settles as quarantined ownership without calling the allocator.
 [[nodiscard]] AllocationReleaseOutcome settle_quarantined(const TakenRelease& taken, ReleaseAccounting accounting,

@@ -60,6 +60,9 @@ def main(path):
           f"per-thread counter, items/s at 2 threads ÷ at 1 (the machine's ceiling) "
           f"{scaling('BM_PerThreadCounter'):.2f}; raw host allocator alone, 2 ÷ 1 threads "
           f"{scaling('BM_RawHostAllocRelease_Threads'):.2f}")
+    floor = ns("BM_LockFloor/64")
+    print(f"floor, reported with no target: bare aligned_alloc+free plus the six uncontended lock round trips an "
+          f"owning cycle takes {floor:.1f} ns, {floor / bare:.2f} × bare; owning cycle ÷ that floor {owning / floor:.2f}")
     print("trade-off, reported with no target: a capped context grants under its mutex, so the cap stays exact "
           f"(PIN-005): pin acquire+release {ns('BM_PinAcquireRelease_Capped/real_time/threads:1'):.1f} ns at 1 "
           f"thread, items/s at 2 threads ÷ at 1 {scaling('BM_PinAcquireRelease_Capped'):.2f}")

@@ -21,8 +21,10 @@ TEST_P(Binding, HandlesFromAnotherRegistryAreRefusedAsForeign) {
   covers("BIND-001", "BIND-018");
   auto other = *BindingRegistry::create();
   const std::size_t calls = harness_->allocator->allocate_calls.load();
-  for (const auto& result : {other.snapshot(harness_->mechanism).error(), other.retire(harness_->mechanism).error(),
-                             other.bind_registered(harness_->mechanism).error()}) {
+  for (const auto& result :
+       {other.snapshot(harness_->mechanism).error(), other.retire(harness_->mechanism).error(),
+        other.bind_registered(harness_->mechanism).error(), other.select(harness_->mechanism).error(),
+        other.remove(harness_->mechanism).error(), other.quarantined(harness_->mechanism).error()}) {
     EXPECT_EQ(result.kind(), BindingError::Kind::kForeignRegistry);
     EXPECT_EQ(result.subject(), "mechanism");
     ORTMEM_CTS_EXPECT_NAMES(result, {.kind = BindingError::Kind::kForeignRegistry, .subject = "mechanism"});
@@ -51,11 +53,27 @@ TEST_P(Binding, HandlesFromAnotherRegistryAreRefusedAsForeign) {
   ASSERT_FALSE(prepared);
   EXPECT_EQ(prepared.error().error().kind(), BindingError::Kind::kForeignRegistry);
   EXPECT_EQ(other_binding.mechanism_snapshot().live_allocations, 1U) << "a refused foreign release changed its record";
-  ORTMEM_CTS_PRECONDITION();
-  ASSERT_TRUE(other_binding.release(std::move(*theirs)));
+  {
+    ORTMEM_CTS_PRECONDITION();
+    ASSERT_TRUE(other_binding.release(std::move(*theirs)));
+  }
   ORTMEM_CTS_ASSERT_REFUSED(other.confirm_context_terminated(harness_->context_registration),
                             "another registry confirmed our context terminated",
                             {.kind = BindingError::Kind::kForeignRegistry, .subject = "provider context"});
+  // A context or authority of this registry, handed to another: foreign, not
+  // merely unregistered there (its serial may even name one of theirs).
+  ORTMEM_CTS_ASSERT_REFUSED(
+      other.register_allocator(harness_->context_registration, other_authority, adapter().make_allocator()),
+      "another registry registered an allocator against our context",
+      {.kind = BindingError::Kind::kForeignRegistry, .subject = "provider context"});
+  ORTMEM_CTS_ASSERT_REFUSED(other.register_allocator(other_context, harness_->authority, adapter().make_allocator()),
+                            "another registry registered an allocator against our authority",
+                            {.kind = BindingError::Kind::kForeignRegistry, .subject = "authority"});
+  ORTMEM_CTS_ASSERT_REFUSED(other.remove_provider_context(harness_->context_registration),
+                            "another registry removed our context",
+                            {.kind = BindingError::Kind::kForeignRegistry, .subject = "provider context"});
+  ORTMEM_CTS_ASSERT_REFUSED(other.remove_authority(harness_->authority), "another registry removed our authority",
+                            {.kind = BindingError::Kind::kForeignRegistry, .subject = "authority"});
   EXPECT_EQ(harness_->allocator->allocate_calls.load(), calls);
 }
 

@@ -253,6 +253,64 @@ TEST_P(BindingConcurrency, ManyThreadsOnOneBindingLeaveTheSnapshotsCountsExact) 
   }
 }
 
+// LOCK-005 when two removals of one retired mechanism meet: exactly one
+// removes it, the other is refused as unregistered, and the mechanism
+// registered after it stays registered. A registry that finds the entry under
+// one hold of its lock and erases under the next, without looking again,
+// either reports two removals of one mechanism or erases whatever now sits
+// where the removed entry sat: its neighbour, which then vanishes from every
+// snapshot although nobody removed it.
+TEST_P(BindingConcurrency, RacingRemovalsOfOneMechanismRemoveItOnceAndNothingElse) {
+  covers("LOCK-005");
+  // The window is from one removal's lookup to its erase, a few hundred
+  // nanoseconds, and threads leave a yielding barrier microseconds apart. So
+  // they meet again at a spinning one (which yields only if the other never
+  // comes, as on a machine with fewer free cores than threads), and each
+  // round delays one of them by a different amount.
+  for (int round = 0; round < probe_rounds(800) && !HasFailure(); ++round) {
+    RegisteredMechanism removed;
+    RegisteredMechanism neighbour;
+    auto registry = BindingRegistry::create();
+    {
+      ORTMEM_CTS_PRECONDITION();
+      ASSERT_TRUE(registry);
+      auto context = registry->register_provider_context(info().device);
+      auto authority = registry->register_authority(info().device);
+      ASSERT_TRUE(context && authority);
+      auto first = registry->register_allocator(*context, *authority, harness_->allocator);
+      auto second = registry->register_allocator(*context, *authority, harness_->allocator);
+      ASSERT_TRUE(first && second);
+      removed = *first;
+      neighbour = *second;
+      ASSERT_TRUE(registry->retire(removed));
+    }
+    std::atomic<int> removals{0};
+    std::atomic<int> unregistered{0};
+    std::atomic<int> arrived{0};
+    together(2, [&](int t) {
+      arrived.fetch_add(1);
+      for (int spins = 0; arrived.load() < 2; ++spins) {
+        if (spins > (1 << 16)) std::this_thread::yield();
+      }
+      spin(t == round % 2 ? (round / 2) % 64 * 8 : 0);
+      auto outcome = registry->remove(removed);
+      if (outcome) {
+        ++removals;
+      } else if (outcome.error().kind() == BindingError::Kind::kUnregisteredMechanism) {
+        ++unregistered;
+      }
+    });
+    ORTMEM_CTS_CHECKING("LOCK-005");
+    EXPECT_EQ(removals.load(), 1) << "round " << round << ": two removals of one mechanism, " << removals.load()
+                                  << " reported removing it";
+    EXPECT_EQ(unregistered.load(), 1) << "round " << round << ": the other removal was not refused as unregistered";
+    auto still = registry->snapshot(neighbour);
+    EXPECT_TRUE(still) << "round " << round
+                       << ": removing one mechanism twice at once unregistered the one registered after it: "
+                       << still.error().message();
+  }
+}
+
 class QueueConcurrency : public RequiringCapability<RegistrySuite, Capability::kDeferredQueue> {
  protected:
   // Enqueues per_thread releases from each of kThreads threads, then drains.

@@ -4,6 +4,8 @@
 //   a bare aligned_alloc + free        the cost any allocator pays for the block
 //   one atomic increment and decrement what a shared counter costs one thread
 //   a per-thread counter, 1 and 2 threads  the machine's own scaling ceiling
+// and one floor, printed with no target: the bare block plus the lock round
+// trips an owning cycle that keeps the contract cannot do without.
 #include <benchmark/benchmark.h>
 
 #include <malloc.h>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "owning_cycles.hpp"
+#include "ortmem/detail/spin_lock.hpp"
 #include "ortmem/host/host_allocator.hpp"
 #include "ortmem/mechanism/fenced_deferred_queue.hpp"
 #include "ortmem/mechanism/host_stream.hpp"
@@ -51,6 +54,38 @@ void BM_BareAlignedAllocFree(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_BareAlignedAllocFree)->Arg(64);
+
+// The bare block plus the six uncontended lock round trips that an owning
+// cycle keeping the contract takes: the registry's four (open the operation,
+// record, take the record for release, settle it) and the host allocator's
+// two (record the block, erase it). No target: the floor that the owning
+// cycle's ratio to bare is read against.
+struct alignas(64) PaddedLock {
+  detail::SpinLock lock;
+  std::size_t count = 0;
+};
+std::array<PaddedLock, 6> cycle_locks;
+void round_trip(PaddedLock& padded) {
+  padded.lock.lock();
+  benchmark::DoNotOptimize(++padded.count);
+  padded.lock.unlock();
+}
+void BM_LockFloor(benchmark::State& state) {
+  const auto bytes = static_cast<std::size_t>(state.range(0));
+  for (auto _ : state) {
+    round_trip(cycle_locks[0]);  // open the operation
+    void* ptr = std::aligned_alloc(16, bytes);
+    benchmark::DoNotOptimize(ptr);
+    round_trip(cycle_locks[1]);  // the host allocator records the block
+    round_trip(cycle_locks[2]);  // the registry records it
+    round_trip(cycle_locks[3]);  // take the record for release
+    round_trip(cycle_locks[4]);  // the host allocator erases the block
+    std::free(ptr);
+    round_trip(cycle_locks[5]);  // settle
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_LockFloor)->Arg(64);
 
 void BM_RawHostAllocRelease(benchmark::State& state) {
   host::HostAllocator allocator;

@@ -81,10 +81,10 @@ class AllocationName {
   std::uint64_t generation_;
 };
 
-// Proof that the caller is the binding layer. Owners and release requests
-// have public constructors that take one, so they can be built in place
-// inside the Expected that reports them (they are large, and every move is a
-// copy), and still nobody else can make one.
+// Proof that the caller is the binding layer. Metadata, owners and release
+// requests have public constructors that take one, so they can be built in
+// place inside the Expected that reports them (they are large, and every move
+// is a copy), and still nobody else can make one.
 class BindingKey {
   friend class ortmem::MemoryBinding;
   friend class ortmem::OwningAllocation;

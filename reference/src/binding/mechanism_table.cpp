@@ -8,8 +8,9 @@ namespace {
 // The first entry not ordered before `identity`.
 template <class Entries>
 auto position(Entries& entries, MechanismIdentity identity) noexcept {
-  return std::lower_bound(entries.begin(), entries.end(), identity,
-                          [](const MechanismTable::Entry& entry, MechanismIdentity wanted) { return entry.first < wanted; });
+  return std::lower_bound(
+      entries.begin(), entries.end(), identity,
+      [](const MechanismTable::Entry& entry, MechanismIdentity wanted) { return entry.first < wanted; });
 }
 
 }  // namespace

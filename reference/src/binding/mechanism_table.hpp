@@ -24,12 +24,11 @@ class MechanismTable {
 
   // The entry registered under `identity`, or null; valid until the table changes.
   [[nodiscard]] const std::shared_ptr<Mechanism>* find(MechanismIdentity identity) const noexcept;
-  [[nodiscard]] bool contains(MechanismIdentity identity) const noexcept { return find(identity) != nullptr; }
   // Requires: nothing is registered under `identity`.
   void add(MechanismIdentity identity, std::shared_ptr<Mechanism> mechanism);
-  // Removes the entry and hands it back, so that the caller lets go of it
-  // after its lock: the last reference destroys the mechanism, and with it
-  // the provider's allocator, which may call out.
+  // Removes the entry and hands it back (null if there is none), so that the
+  // caller lets go of it after its lock: the last reference destroys the
+  // mechanism, and with it the provider's allocator, which may call out.
   [[nodiscard]] std::shared_ptr<Mechanism> take(MechanismIdentity identity) noexcept;
 
   [[nodiscard]] auto begin() const noexcept { return entries_.begin(); }

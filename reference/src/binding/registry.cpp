@@ -22,9 +22,9 @@ struct DeviceKeyHash {
 };
 
 // The registry lock guards these tables and the selection; it is never held
-// while a mechanism lock is taken or a provider is called, so nothing under
-// it does more than look up, insert or erase. That is also why it is a spin
-// lock: a snapshot holds it for one lookup, and a mutex's call into
+// while a mechanism lock is taken or a provider is called, so nothing under it
+// does more than look up, walk, insert or erase. That is also why it is a
+// spin lock: a snapshot holds it for one lookup, and a mutex's call into
 // libpthread and its two atomic operations each way cost more than that.
 // An entry leaves a table under the lock and is let go after it: the last
 // reference to a mechanism or a provider's resource runs provider code.
@@ -186,7 +186,7 @@ Expected<void, BindingError> BindingRegistry::withdraw_selection(DeviceKey devic
       const LockGuard lock(state_->guard);
       const auto selected = state_->selected.find(device);
       if (selected == state_->selected.end() || selected->second != owner) return {};
-      if (!restorable || !state_->mechanisms.contains(restorable->identity())) {
+      if (!restorable || state_->mechanisms.find(restorable->identity()) == nullptr) {
         state_->selected.erase(selected);
         return {};
       }
@@ -300,13 +300,15 @@ Expected<void, BindingError> BindingRegistry::remove(const RegisteredMechanism& 
                                                  "removing a mechanism before it is retired and quiescent"));
   }
   const LockGuard lock(state_->guard);
+  // Looked up again under this lock: a removal racing this one may have
+  // taken it since find(), and exactly one of them removes it. `entry` still
+  // holds the mechanism, so it is let go after this lock (State).
+  if (!state_->mechanisms.take(mechanism.identity)) return fail(BindingError::unregistered(mechanism.identity));
   // The registered device, not the handle's copy (as in select()).
   if (const auto selected = state_->selected.find((*entry)->device());
       selected != state_->selected.end() && selected->second == mechanism.identity) {
     state_->selected.erase(selected);
   }
-  // `entry` still holds the mechanism, so it is let go after this lock (State).
-  (void)state_->mechanisms.take(mechanism.identity);
   return {};
 }
 

@@ -30,17 +30,25 @@ Expected<Handle, BindingError> MemoryBinding::record_as(void* ptr, std::size_t b
 
 template <class Handle>
 Expected<Handle, BindingError> MemoryBinding::allocate_as(std::size_t bytes, std::size_t align) const {
-  auto operation = mechanism_->begin_active("allocating");
-  if (!operation) return fail(std::move(operation.error()));
+  // The hot path: the mechanism's inline steps, with every refusal built out
+  // of line (see Mechanism::open_operation).
+  detail::Mechanism& mechanism = *mechanism_;
+  const detail::Mechanism::Opened opened = mechanism.open_operation();
+  if (opened.shard == nullptr) return fail(mechanism.inactive_error(opened.lifecycle, "allocating"));
+  detail::ActiveOperation operation(opened.shard->guard, opened.shard->active);
   // No lock is held across the allocator: it may call back into the registry.
-  auto ptr = mechanism_->allocator().allocate(bytes, align);
+  auto ptr = mechanism.allocator().allocate(bytes, align);
   if (!ptr) return fail(BindingError::memory(std::move(ptr.error())));
-  auto handle = record_as<Handle>(*ptr, bytes, align, *operation);
-  if (!handle) {
+  detail::Mechanism::RecordKey key;
+  const auto recorded = mechanism.record_in(opened.home, record_of(identity_.id, *ptr, bytes, align), operation, key);
+  if (recorded != detail::Mechanism::Recorded::kLive) [[unlikely]] {
     // Never recorded, so nobody else can name it: hand it straight back.
-    (void)mechanism_->allocator().release(*ptr, bytes, align);
+    (void)mechanism.allocator().release(*ptr, bytes, align);
+    return fail(mechanism.record_error(recorded, bytes));
   }
-  return handle;
+  return Expected<Handle, BindingError>(tl::in_place, detail::BindingKey(), std::move(key.pin),
+                                        detail::AllocationName{identity_.id, identity_.generation, key.generation},
+                                        key.slot, *ptr, bytes, align);
 }
 
 Expected<BoundAllocation, BindingError> MemoryBinding::allocate(std::size_t bytes, std::size_t align) const {

@@ -36,14 +36,6 @@ std::shared_ptr<Mechanism> Mechanism::make(MechanismIdentity identity, DeviceKey
   return std::shared_ptr<Mechanism>(raw, LetGo{std::move(mechanism)});
 }
 
-std::shared_ptr<Mechanism> Mechanism::anchored(RecordShard& shard) {
-  // Aliasing: the handle shares the anchor's count and points at this mechanism.
-  if (shard.handle_anchor) return std::shared_ptr<Mechanism>(shard.handle_anchor, this);
-  // Anchors are gone only once no binding is left, and recording needs one;
-  // should that change, a plain reference is still right, only shared.
-  return shared_from_this();
-}
-
 void Mechanism::release_anchors() noexcept {
   for (RecordShard& shard : records_.shards()) {
     std::shared_ptr<const void> anchor;
@@ -66,64 +58,32 @@ BindingError Mechanism::inactive_error(MechanismLifecycle lifecycle, std::string
 }
 
 Expected<ActiveOperation, BindingError> Mechanism::begin_active(std::string_view operation) {
-  // Every count starts here, in the opening thread's shard (see published_totals).
-  RecordShard& shard = records_.home_in_use();
-  MechanismLifecycle lifecycle{};
-  {
-    // Counted in the same step that checks the lifecycle, so a confirmation
-    // that saw the mechanism lost also sees every operation that started
-    // while it was active, and a refused operation is never counted.
-    const LockGuard lock(shard.guard);
-    lifecycle = lifecycle_.load(std::memory_order_acquire);
-    if (lifecycle == MechanismLifecycle::kActive) {
-      shard.active.raise();
-      return ActiveOperation(shard.guard, shard.active);
-    }
-  }
+  const Opened opened = open_operation();
   // Built with no shard lock held (a device-lost error takes the mechanism lock).
-  return fail(inactive_error(lifecycle, operation));
+  if (opened.shard == nullptr) return fail(inactive_error(opened.lifecycle, operation));
+  return ActiveOperation(opened.shard->guard, opened.shard->active);
+}
+
+bool Mechanism::refill_generations(RecordShard& shard, AllocationGeneration& generation) {
+  auto block = identities_->reserve(RecordShard::kGenerationBlock);
+  if (!block) return false;
+  shard.generations = *block;
+  return shard.generations.take(generation);
+}
+
+BindingError Mechanism::record_error(Recorded refusal, std::size_t bytes) const {
+  if (refusal == Recorded::kNoGeneration) return BindingError::identity_exhausted();
+  return BindingError::memory(MemoryError::allocation_failed(
+      device_.tier, bytes, "the registry ran out of host memory recording the allocation"));
 }
 
 Expected<Mechanism::RecordKey, BindingError> Mechanism::record(const AllocationRecord& record,
                                                                ActiveOperation& operation) {
-  const std::uint32_t home = RecordTable::home_shard();
-  RecordShard& shard = records_.shard(home);
-  AllocationGeneration generation;
-  std::uint32_t index = RecordShard::kNoSlot;
-  std::shared_ptr<Mechanism> pin;
-  {
-    const LockGuard lock(shard.guard);
-    // Generations come from the shard's own block of serials, so the
-    // registry's shared counter is touched once per block, not per allocation.
-    if (!shard.generations.take(generation)) {
-      auto block = identities_->reserve(RecordShard::kGenerationBlock);
-      if (!block) return fail(BindingError::identity_exhausted());
-      shard.generations = *block;
-      (void)shard.generations.take(generation);
-    }
-    index = shard.insert(generation.opaque().serial(), record);
-    // Only once recorded: a caller that failed here still hands the memory
-    // back to the allocator, inside its operation.
-    if (index != RecordShard::kNoSlot) {
-      operation.finish_holding(shard.guard);
-      pin = anchored(shard);
-    }
-  }
-  if (index == RecordShard::kNoSlot) {
-    return fail(BindingError::memory(MemoryError::allocation_failed(
-        device_.tier, record.bytes, "the registry ran out of host memory recording the allocation")));
-  }
-  return RecordKey{generation, RecordSlot{home, index}, std::move(pin)};
+  RecordKey key;
+  const Recorded recorded = record_in(RecordTable::home_shard(), record, operation, key);
+  if (recorded != Recorded::kLive) return fail(record_error(recorded, record.bytes));
+  return key;
 }
-
-namespace {
-
-bool matches(const AllocationRecord& record, const AllocationRecord& expected) {
-  return record.binding == expected.binding && record.address == expected.address && record.bytes == expected.bytes &&
-         record.align == expected.align;
-}
-
-}  // namespace
 
 CheckResult Mechanism::validate(BindingId through, const AllocationName& name, RecordSlot slot,
                                 const AllocationRecord& expected, std::string_view operation) {
@@ -151,34 +111,21 @@ CheckResult Mechanism::validate(BindingId through, const AllocationName& name, R
   return CheckPassed{};
 }
 
+BindingError Mechanism::take_error(Taken refusal, MechanismLifecycle lifecycle, const AllocationName& name) {
+  if (refusal == Taken::kStale) return BindingError::stale_allocation(allocation_identity(name));
+  return inactive_error(lifecycle, "preparing a release");
+}
+
 CheckResult Mechanism::take_for_release(BindingId through, const AllocationName& name, RecordSlot slot,
                                         const AllocationRecord& expected) {
   // As in validate(): a handle of another registry is refused as foreign (BIND-001).
   if (name.binding().issuer() != through.issuer()) return fail(BindingError::foreign_registry("allocation"));
   if (name.binding() != through) return fail(BindingError::binding_mismatch(through, name.binding()));
-  RecordShard& shard = records_.shard(slot.shard);
   MechanismLifecycle lifecycle{};
-  {
-    // The lifecycle is read under the shard lock that the count is raised
-    // under (see mechanism.hpp on why a confirmation then misses no take).
-    const LockGuard lock(shard.guard);
-    // Lifecycle before staleness, as the refusals are ranked.
-    lifecycle = lifecycle_.load(std::memory_order_acquire);
-    if (lifecycle == MechanismLifecycle::kActive || lifecycle == MechanismLifecycle::kRetired) {
-      const AllocationRecord* found = shard.find(slot.index, name.generation_serial());
-      if (found == nullptr || !matches(*found, expected)) {
-        return fail(BindingError::stale_allocation(allocation_identity(name)));
-      }
-      // Removing the record under this lock is what makes release exactly-once:
-      // a second racer finds nothing and is told its metadata is stale.
-      // Queued before it leaves the live count, so an unlocked snapshot that
-      // reads live first finds it in one of the two (PublishedCount).
-      shard.queued.raise();
-      shard.erase(slot.index);
-      return CheckPassed{};
-    }
-  }
-  return fail(inactive_error(lifecycle, "preparing a release"));
+  const Taken taken = take_record(name, slot, expected, lifecycle);
+  // Built with no shard lock held (a device-lost error takes the mechanism lock).
+  if (taken != Taken::kTaken) return fail(take_error(taken, lifecycle, name));
+  return CheckPassed{};
 }
 
 Mechanism::ShardTotals Mechanism::shard_totals() {

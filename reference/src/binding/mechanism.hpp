@@ -116,10 +116,91 @@ class Mechanism : public std::enable_shared_from_this<Mechanism> {
     std::shared_ptr<Mechanism> pin;
   };
   // Records a new live allocation under a generation never issued before.
-  // Once recorded, `operation` (the allocation's, opened on this thread)
-  // finishes in the same step, so the allocation counts as live or as active
-  // throughout.
+  // The record and the end of `operation` are one step under the shard lock,
+  // so the operation is never gone while the allocation is not yet live.
   [[nodiscard]] Expected<RecordKey, BindingError> record(const AllocationRecord& record, ActiveOperation& operation);
+
+  // The allocate and release steps of the owning cycle, inline: each is one
+  // critical section of one shard, and its refusals are built out of line
+  // by the caller from what it reports, so the path that succeeds carries no
+  // error in its frame. begin_active(), record() and take_for_release() are
+  // the same steps for callers off that path.
+  //
+  // An operation opened in the calling thread's shard (`home`), or refused
+  // (`shard` null) by the lifecycle read in the same step.
+  struct Opened {
+    RecordShard* shard;
+    std::uint32_t home;
+    MechanismLifecycle lifecycle;
+  };
+  [[nodiscard]] Opened open_operation() noexcept {
+    // Every count starts here, in the opening thread's shard (see published_totals).
+    const std::uint32_t home = RecordTable::home_shard();
+    RecordShard& shard = records_.home_in_use(home);
+    // Counted in the same step that checks the lifecycle, so a confirmation
+    // that saw the mechanism lost also sees every operation that started
+    // while it was active, and a refused operation is never counted.
+    const LockGuard lock(shard.guard);
+    const MechanismLifecycle lifecycle = lifecycle_.load(std::memory_order_acquire);
+    if (lifecycle != MechanismLifecycle::kActive) return {nullptr, home, lifecycle};
+    shard.active.raise();
+    return {&shard, home, lifecycle};
+  }
+  enum class Recorded : std::uint8_t { kLive, kNoGeneration, kNoMemory };
+  // Records `record` in shard `home`, where `operation` counts, and ends the
+  // operation in the same step. Anything but kLive changed nothing, and the
+  // operation stays open: the caller still hands the memory back inside it.
+  [[nodiscard]] Recorded record_in(std::uint32_t home, const AllocationRecord& record, ActiveOperation& operation,
+                                   RecordKey& key) noexcept {
+    RecordShard& shard = records_.shard(home);
+    const LockGuard lock(shard.guard);
+    // Generations come from the shard's own block of serials, so the
+    // registry's shared counter is touched once per block, not per allocation.
+    if (!shard.generations.take(key.generation) && !refill_generations(shard, key.generation)) {
+      return Recorded::kNoGeneration;
+    }
+    const std::uint32_t index = shard.insert(key.generation.opaque().serial(), record);
+    if (index == RecordShard::kNoSlot) return Recorded::kNoMemory;
+    operation.finish_holding(shard.guard);
+    key.slot = RecordSlot{home, index};
+    key.pin = anchored(shard);
+    return Recorded::kLive;
+  }
+  // Why record_in refused, as the allocate path reports it.
+  [[nodiscard, gnu::cold]] BindingError record_error(Recorded refusal, std::size_t bytes) const;
+  enum class Taken : std::uint8_t { kTaken, kStale, kInactive };
+  // Removes the live record exactly once and counts a queued release, which
+  // is also an active operation until it settles, if the lifecycle (read
+  // into `lifecycle` in the same step) is active or retired and the record
+  // matches; otherwise changes nothing. The caller has checked that the
+  // name is of this registry and of the binding it releases through.
+  [[nodiscard]] Taken take_record(const AllocationName& name, RecordSlot slot, const AllocationRecord& expected,
+                                  MechanismLifecycle& lifecycle) noexcept {
+    RecordShard& shard = records_.shard(slot.shard);
+    // The lifecycle is read under the shard lock that the count is raised
+    // under (see the top of this file on why a confirmation then misses no take).
+    const LockGuard lock(shard.guard);
+    // Lifecycle before staleness, as the refusals are ranked.
+    lifecycle = lifecycle_.load(std::memory_order_acquire);
+    if (lifecycle != MechanismLifecycle::kActive && lifecycle != MechanismLifecycle::kRetired) {
+      return Taken::kInactive;
+    }
+    const AllocationRecord* found = shard.find(slot.index, name.generation_serial());
+    if (found == nullptr || !matches(*found, expected)) return Taken::kStale;
+    // Removing the record under this lock is what makes release exactly-once:
+    // a second racer finds nothing and is told its metadata is stale.
+    // Queued before it leaves the live count, so an unlocked snapshot that
+    // reads live first finds it in one of the two (PublishedCount).
+    shard.queued.raise();
+    shard.erase(slot.index);
+    return Taken::kTaken;
+  }
+  // Why take_record refused.
+  [[nodiscard, gnu::cold]] BindingError take_error(Taken refusal, MechanismLifecycle lifecycle,
+                                                   const AllocationName& name);
+  // The refusal for an operation that found the mechanism `lifecycle`.
+  [[nodiscard, gnu::cold]] BindingError inactive_error(MechanismLifecycle lifecycle, std::string_view operation);
+
   // Checks that metadata still names its live record (mechanism active).
   [[nodiscard]] CheckResult validate(BindingId through, const AllocationName& name, RecordSlot slot,
                                      const AllocationRecord& expected, std::string_view operation);
@@ -164,12 +245,26 @@ class Mechanism : public std::enable_shared_from_this<Mechanism> {
  private:
   struct LetGo;
   // A reference to this mechanism for a handle made in `shard`.
-  [[nodiscard]] std::shared_ptr<Mechanism> anchored(RecordShard& shard) ORTMEM_REQUIRES(shard.guard);
+  [[nodiscard]] std::shared_ptr<Mechanism> anchored(RecordShard& shard) ORTMEM_REQUIRES(shard.guard) {
+    // Aliasing: the handle shares the anchor's count and points at this mechanism.
+    if (shard.handle_anchor) [[likely]] {
+      return std::shared_ptr<Mechanism>(shard.handle_anchor, this);
+    }
+    // Anchors are gone only once no binding is left, and recording needs one;
+    // should that change, a plain reference is still right, only shared.
+    return shared_from_this();
+  }
+  // Refills the shard's block of generations and takes one from it; false
+  // when the registry's issuer has no more to give.
+  [[nodiscard, gnu::cold]] bool refill_generations(RecordShard& shard, AllocationGeneration& generation)
+      ORTMEM_REQUIRES(shard.guard);
+  [[nodiscard]] static bool matches(const AllocationRecord& record, const AllocationRecord& expected) noexcept {
+    return record.binding == expected.binding && record.address == expected.address && record.bytes == expected.bytes &&
+           record.align == expected.align;
+  }
   // Drops every shard's anchor once nothing but handles holds the mechanism,
   // so that the last handle to go destroys it.
   void release_anchors() noexcept;
-  // The refusal for an operation that found the mechanism `lifecycle`.
-  [[nodiscard]] BindingError inactive_error(MechanismLifecycle lifecycle, std::string_view operation);
   void record_quarantine(const QuarantinedAllocation& record) noexcept;
   // The shards' counts.
   struct ShardTotals {

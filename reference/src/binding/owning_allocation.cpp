@@ -98,13 +98,22 @@ Expected<AllocationReleaseOutcome, OwningReleaseError> OwningAllocation::release
   if (const std::size_t views = lent_views(); views != 0) return fail(std::move(*this).refuse_for_views(views));
   // Settled in place, exactly as a prepared request would be, without moving
   // the metadata into one: this owner's own pin keeps the mechanism alive
-  // until the outcome is known.
+  // until the outcome is known. Taken through the allocation's own binding,
+  // so the checks that it is this registry's and this binding's hold by
+  // construction.
   detail::Mechanism& mechanism = *allocation_.mechanism_;
-  if (auto taken = MemoryBinding::take_live_record(allocation_.name_.binding(), mechanism, allocation_); !taken) {
-    return fail(OwningReleaseError(std::move(taken.error()), std::move(*this)));
+  const detail::AllocationName& name = allocation_.name_;
+  MechanismLifecycle lifecycle{};
+  const auto taken = mechanism.take_record(
+      name, allocation_.slot_,
+      {name.binding(), reinterpret_cast<std::uintptr_t>(allocation_.ptr_), allocation_.bytes_, allocation_.align_},
+      lifecycle);
+  if (taken != detail::Mechanism::Taken::kTaken) [[unlikely]] {
+    return fail(OwningReleaseError(mechanism.take_error(taken, lifecycle, name), std::move(*this)));
   }
-  AllocationReleaseOutcome outcome = detail::execute_release(
-      {mechanism, allocation_.name_, allocation_.slot_, allocation_.ptr_, allocation_.bytes_, allocation_.align_});
+  Expected<AllocationReleaseOutcome, OwningReleaseError> outcome(
+      tl::in_place, detail::execute_release({mechanism, name, allocation_.slot_, allocation_.ptr_, allocation_.bytes_,
+                                             allocation_.align_}));
   // This owner's pin on the mechanism, held until the outcome was known;
   // without it the owner owns nothing.
   allocation_.mechanism_.reset();

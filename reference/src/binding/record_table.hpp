@@ -27,6 +27,7 @@
 #include "ortmem/binding.hpp"
 #include "ortmem/detail/spin_lock.hpp"
 #include "ortmem/detail/thread_annotations.hpp"
+#include "ortmem/detail/thread_slot.hpp"
 #include "ortmem/identity.hpp"
 #include "published_count.hpp"
 
@@ -65,7 +66,18 @@ class alignas(64) RecordShard {
   // returned through memory is written in two parts and read back as one
   // word, and that read waits for both stores to retire on every allocation.
   [[nodiscard]] std::uint32_t insert(std::uint64_t generation, const AllocationRecord& record) noexcept
-      ORTMEM_REQUIRES(guard);
+      ORTMEM_REQUIRES(guard) {
+    std::uint32_t index = free_;
+    if (index != kNoSlot) {
+      free_ = static_cast<std::uint32_t>(slot(index).record.address);
+    } else {
+      if (used_ == capacity_ && !add_chunk()) return kNoSlot;
+      index = used_++;
+    }
+    slot(index) = Slot{generation, record};
+    live_.raise();
+    return index;
+  }
   static constexpr std::uint32_t kNoSlot = UINT32_MAX;
   // Frees a slot that find() returned.
   void erase(std::uint32_t index) noexcept ORTMEM_REQUIRES(guard) {
@@ -112,12 +124,16 @@ class alignas(64) RecordShard {
   static_assert(sizeof(Slot) == 48);
   static constexpr std::uint32_t kChunkSlots = 1024;
 
+  // One more chunk of free slots; false when the host has no memory for it,
+  // or the shard has all the slots an index below kNoSlot can name.
+  [[nodiscard, gnu::cold]] bool add_chunk() noexcept ORTMEM_REQUIRES(guard);
   [[nodiscard]] Slot& slot(std::uint32_t index) const noexcept ORTMEM_REQUIRES(guard) {
     return chunks_[index / kChunkSlots][index % kChunkSlots];
   }
 
   std::vector<std::unique_ptr<Slot[]>> chunks_ ORTMEM_GUARDED_BY(guard);
-  std::uint32_t used_ ORTMEM_GUARDED_BY(guard) = 0;  // slots ever handed out; below chunks_.size() * kChunkSlots
+  std::uint32_t used_ ORTMEM_GUARDED_BY(guard) = 0;      // slots ever handed out; at most capacity_
+  std::uint32_t capacity_ ORTMEM_GUARDED_BY(guard) = 0;  // chunks_.size() * kChunkSlots; never kNoSlot
   std::uint32_t free_ ORTMEM_GUARDED_BY(guard) = kNoSlot;
   PublishedCount live_;  // written only under the lock
 };
@@ -128,14 +144,13 @@ class RecordTable {
 
   [[nodiscard]] RecordShard& shard(std::uint32_t index) noexcept { return shards_[index % kShards]; }
   // The shard new records of the calling thread go to.
-  [[nodiscard]] static std::uint32_t home_shard() noexcept;
+  [[nodiscard]] static std::uint32_t home_shard() noexcept { return thread_slot() % kShards; }
   // The calling thread's shard, marked in use before anything is counted in
   // it: a shard that was never in use holds nothing, so an unlocked reader
   // reads only the shards in use, and a quiet mechanism used by one thread
   // costs it one shard. The mark is written once per shard, so the word
   // stays in every reader's cache.
-  [[nodiscard]] RecordShard& home_in_use() noexcept {
-    const std::uint32_t home = home_shard();
+  [[nodiscard]] RecordShard& home_in_use(std::uint32_t home) noexcept {
     const std::uint32_t bit = std::uint32_t{1} << home;
     if ((in_use_.load(std::memory_order_relaxed) & bit) == 0) in_use_.fetch_or(bit, std::memory_order_release);
     return shards_[home];

@@ -15,10 +15,7 @@ AllocationReleaseOutcome settle_quarantined(const TakenRelease& taken, ReleaseAc
   return AllocationReleaseOutcome::quarantined(accounting, residual);
 }
 
-namespace {
-
-// The gate refused the allocator call: the allocation is quarantined whole.
-[[gnu::cold]] AllocationReleaseOutcome quarantine_at_gate(const TakenRelease& taken, Mechanism::Gate gate) noexcept {
+AllocationReleaseOutcome quarantine_at_gate(const TakenRelease& taken, Mechanism::Gate gate) noexcept {
   using Gate = Mechanism::Gate;
   using Kind = QuarantineReason::Kind;
   const ReleaseAccounting nothing_unmapped = ReleaseAccounting::eager(taken.bytes);
@@ -35,33 +32,16 @@ namespace {
   }
 }
 
-}  // namespace
-
-AllocationReleaseOutcome execute_release(const TakenRelease& taken) noexcept {
-  if (const Mechanism::Gate gate = taken.mechanism.release_gate(); gate != Mechanism::Gate::kAllowed) {
-    return quarantine_at_gate(taken, gate);
+void settle_incomplete(const TakenRelease& taken, AllocationReleaseOutcome& outcome) noexcept {
+  if (outcome.is_quarantined()) {
+    const ResidualOwnership residual = *outcome.residual();
+    outcome =
+        settle_quarantined(taken, *outcome.accounting(), residual.state, residual.reason, residual.retained_bytes);
+    return;
   }
-  // No lock is held: the allocator may take its own locks or re-enter the registry.
-  AllocationReleaseOutcome outcome = taken.mechanism.allocator().release(taken.ptr, taken.bytes, taken.align);
-  settle_outcome(taken, outcome);
-  return outcome;
-}
-
-void settle_outcome(const TakenRelease& taken, AllocationReleaseOutcome& outcome) noexcept {
-  switch (outcome.kind()) {
-    case AllocationReleaseOutcome::Kind::kComplete: taken.mechanism.settle_released(taken.slot); return;
-    case AllocationReleaseOutcome::Kind::kQuarantined: {
-      const ResidualOwnership residual = *outcome.residual();
-      outcome =
-          settle_quarantined(taken, *outcome.accounting(), residual.state, residual.reason, residual.retained_bytes);
-      return;
-    }
-    case AllocationReleaseOutcome::Kind::kFailed:
-      // "Nothing changed" is no longer true: the live record is gone.
-      outcome = settle_quarantined(taken, ReleaseAccounting::eager(taken.bytes), AllocationReleaseState::kQuarantined,
-                                   QuarantineReason::of(QuarantineReason::Kind::kAllocatorRefused), taken.bytes);
-      return;
-  }
+  // Failed: "nothing changed" is no longer true, since the live record is gone.
+  outcome = settle_quarantined(taken, ReleaseAccounting::eager(taken.bytes), AllocationReleaseState::kQuarantined,
+                               QuarantineReason::of(QuarantineReason::Kind::kAllocatorRefused), taken.bytes);
 }
 
 }  // namespace ortmem::detail

@@ -13,13 +13,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "mechanism.hpp"
 #include "ortmem/binding_identity.hpp"
 #include "ortmem/binding.hpp"
 #include "ortmem/release_outcome.hpp"
 
 namespace ortmem::detail {
-
-class Mechanism;
 
 // An allocation whose live record was taken from `slot` for release.
 struct TakenRelease {
@@ -31,15 +30,37 @@ struct TakenRelease {
   std::size_t align;
 };
 
-// Frees through the allocator if the mechanism's gate allows, and settles.
-[[nodiscard]] AllocationReleaseOutcome execute_release(const TakenRelease& taken) noexcept;
+// The gate refused the allocator call: the allocation is quarantined whole.
+[[nodiscard, gnu::cold]] AllocationReleaseOutcome quarantine_at_gate(const TakenRelease& taken,
+                                                                     Mechanism::Gate gate) noexcept;
+// settle_outcome() for anything but Complete.
+[[gnu::cold]] void settle_incomplete(const TakenRelease& taken, AllocationReleaseOutcome& outcome) noexcept;
 
 // Records what a release that already ran reported, in place: Complete as
 // released, Quarantined with its residual, and Failed as an allocator-refused
 // quarantine, since the live record is gone. The gate is not read: the
 // release happened, so the record must say what it did. In place because an
 // outcome is large, and the common Complete one needs nothing rewritten.
-void settle_outcome(const TakenRelease& taken, AllocationReleaseOutcome& outcome) noexcept;
+inline void settle_outcome(const TakenRelease& taken, AllocationReleaseOutcome& outcome) noexcept {
+  if (outcome.is_complete()) [[likely]] {
+    taken.mechanism.settle_released(taken.slot);
+    return;
+  }
+  settle_incomplete(taken, outcome);
+}
+
+// Frees through the allocator if the mechanism's gate allows, and settles.
+// Inline, with everything but a complete release out of line: it is the
+// second half of every owning cycle.
+[[nodiscard]] inline AllocationReleaseOutcome execute_release(const TakenRelease& taken) noexcept {
+  if (const Mechanism::Gate gate = taken.mechanism.release_gate(); gate != Mechanism::Gate::kAllowed) {
+    return quarantine_at_gate(taken, gate);
+  }
+  // No lock is held: the allocator may take its own locks or re-enter the registry.
+  AllocationReleaseOutcome outcome = taken.mechanism.allocator().release(taken.ptr, taken.bytes, taken.align);
+  settle_outcome(taken, outcome);
+  return outcome;
+}
 
 // Settles as quarantined ownership without calling the allocator.
 [[nodiscard]] AllocationReleaseOutcome settle_quarantined(const TakenRelease& taken, ReleaseAccounting accounting,

@@ -35,6 +35,46 @@ void* raw_allocate(std::size_t bytes, std::size_t align) noexcept {
   return posix_memalign(&ptr, align, storage_bytes(bytes)) == 0 ? ptr : nullptr;
 }
 
+// The refusals, out of line: each builds a message, and kept inline they
+// would give the two hot paths a frame large enough for the strings (a third
+// of the raw cycle's instructions went to spilling and restoring it). Each
+// returns the whole result, so the caller passes its own return slot through.
+[[gnu::cold, gnu::noinline]] Expected<void*, MemoryError> refuse_request(std::size_t bytes, std::size_t align) {
+  if (!is_valid_alignment(align)) {
+    return fail(MemoryError::invalid_request(Tier::kHost, bytes,
+                                             "alignment " + std::to_string(align) + " is not a power of two"));
+  }
+  return fail(MemoryError::invalid_request(Tier::kHost, bytes,
+                                           "the size overflows when rounded up to alignment " + std::to_string(align)));
+}
+
+[[gnu::cold, gnu::noinline]] Expected<void*, MemoryError> refuse_out_of_memory(std::size_t bytes) {
+  return fail(MemoryError::allocation_failed(Tier::kHost, bytes,
+                                             "the system allocator returned no memory (the process is out of "
+                                             "address space or the host is out of memory)"));
+}
+
+// Requires: `ptr` came from raw_allocate and was never recorded.
+[[gnu::cold, gnu::noinline]] Expected<void*, MemoryError> refuse_unrecorded(void* ptr, std::size_t bytes) {
+  std::free(ptr);
+  return fail(MemoryError::allocation_failed(Tier::kHost, bytes,
+                                             "the host is out of memory for the allocator's own live record"));
+}
+
+[[gnu::cold, gnu::noinline]] AllocationReleaseOutcome refuse_unknown_block() {
+  return AllocationReleaseOutcome::failed(
+      "the address is not a live allocation of this host allocator (never allocated here, or "
+      "already released); nothing was changed");
+}
+
+[[gnu::cold, gnu::noinline]] AllocationReleaseOutcome refuse_mismatch(const detail::LiveBlockTable::Block& live,
+                                                                      std::size_t bytes, std::size_t align) {
+  return AllocationReleaseOutcome::failed("the allocation is live with " + std::to_string(live.bytes) +
+                                          " bytes at alignment " + std::to_string(live.align) + ", not " +
+                                          std::to_string(bytes) + " bytes at alignment " + std::to_string(align) +
+                                          "; nothing was changed: release it with its own size and alignment");
+}
+
 // The totals live in the shards, beside the records they count, so that
 // threads working on different shards write no common cache line. A spin
 // lock, not a mutex: the critical section is a table probe and an add, and a
@@ -120,21 +160,9 @@ std::size_t HostAllocator::live_allocations() const noexcept { return shards_->t
 std::uint64_t HostAllocator::live_bytes() const noexcept { return shards_->totals().bytes; }
 
 Expected<void*, MemoryError> HostAllocator::allocate(std::size_t bytes, std::size_t align) noexcept {
-  if (!is_valid_alignment(align)) {
-    return fail(MemoryError::invalid_request(Tier::kHost, bytes,
-                                             "alignment " + std::to_string(align) + " is not a power of two"));
-  }
-  if (bytes > SIZE_MAX - (align - 1)) {
-    return fail(MemoryError::invalid_request(
-        Tier::kHost, bytes, "the size overflows when rounded up to alignment " + std::to_string(align)));
-  }
+  if (!is_valid_alignment(align) || bytes > SIZE_MAX - (align - 1)) return refuse_request(bytes, align);
   void* ptr = raw_allocate(bytes, align);
-  if (ptr == nullptr) {
-    return fail(MemoryError::allocation_failed(
-        Tier::kHost, bytes,
-        "the system allocator returned no memory (the process is out of address space or the "
-        "host is out of memory)"));
-  }
+  if (ptr == nullptr) return refuse_out_of_memory(bytes);
   Shard& shard = shards_->of(ptr);
   bool recorded = false;
   {
@@ -142,11 +170,7 @@ Expected<void*, MemoryError> HostAllocator::allocate(std::size_t bytes, std::siz
     recorded = shard.live.insert({reinterpret_cast<std::uintptr_t>(ptr), bytes, align});
     if (recorded) shard.live_bytes += bytes;
   }
-  if (!recorded) {
-    std::free(ptr);
-    return fail(MemoryError::allocation_failed(Tier::kHost, bytes,
-                                               "the host is out of memory for the allocator's own live record"));
-  }
+  if (!recorded) return refuse_unrecorded(ptr, bytes);
   return ptr;
 }
 
@@ -155,17 +179,8 @@ AllocationReleaseOutcome HostAllocator::release(void* ptr, std::size_t bytes, st
   {
     const detail::LockGuard guard(shard.lock);
     detail::LiveBlockTable::Block* found = shard.live.find(reinterpret_cast<std::uintptr_t>(ptr));
-    if (found == nullptr) {
-      return AllocationReleaseOutcome::failed(
-          "the address is not a live allocation of this host allocator (never allocated here, or "
-          "already released); nothing was changed");
-    }
-    if (found->bytes != bytes || found->align != align) {
-      return AllocationReleaseOutcome::failed("the allocation is live with " + std::to_string(found->bytes) +
-                                              " bytes at alignment " + std::to_string(found->align) + ", not " +
-                                              std::to_string(bytes) + " bytes at alignment " + std::to_string(align) +
-                                              "; nothing was changed: release it with its own size and alignment");
-    }
+    if (found == nullptr) return refuse_unknown_block();
+    if (found->bytes != bytes || found->align != align) return refuse_mismatch(*found, bytes, align);
     shard.live.erase(found);
     shard.live_bytes -= bytes;
   }

@@ -88,6 +88,7 @@ class LiveBlockTable {
     std::swap(slots_, other.slots_);
     std::swap(capacity_, other.capacity_);
     std::swap(size_, other.size_);
+    std::swap(shift_, other.shift_);
   }
 
  private:
@@ -97,7 +98,7 @@ class LiveBlockTable {
   // Fibonacci multiply spreads the rest over the table's top bits.
   [[nodiscard]] std::size_t home_of(std::uintptr_t address) const noexcept {
     const std::uint64_t mixed = (static_cast<std::uint64_t>(address) >> 4) * 0x9E3779B97F4A7C15ULL;
-    return static_cast<std::size_t>(mixed >> (64 - std::countr_zero(capacity_)));
+    return static_cast<std::size_t>(mixed >> shift_);
   }
   [[nodiscard]] std::size_t next(std::size_t index) const noexcept { return (index + 1) & (capacity_ - 1); }
 
@@ -107,12 +108,15 @@ class LiveBlockTable {
     slots_[index] = block;
   }
 
-  [[nodiscard]] bool grow() noexcept {
+  // Out of line: it runs a logarithmic number of times in a table's life,
+  // and inlined its loop took the registers of every insert's probe.
+  [[gnu::cold, gnu::noinline]] bool grow() noexcept {
     const std::size_t capacity = capacity_ == 0 ? kFirstCapacity : capacity_ * 2;
     std::unique_ptr<Block[]> slots(new (std::nothrow) Block[capacity]());
     if (!slots) return false;
     std::unique_ptr<Block[]> old = std::exchange(slots_, std::move(slots));
     const std::size_t old_capacity = std::exchange(capacity_, capacity);
+    shift_ = 64 - static_cast<unsigned>(std::countr_zero(capacity));
     for (std::size_t index = 0; index < old_capacity; ++index) {
       if (old[index].address != 0) place(old[index]);
     }
@@ -122,6 +126,7 @@ class LiveBlockTable {
   std::unique_ptr<Block[]> slots_;
   std::size_t capacity_ = 0;  // zero or a power of two
   std::size_t size_ = 0;
+  unsigned shift_ = 64;  // 64 - log2(capacity_): home_of keeps the hash's top bits
 };
 
 }  // namespace ortmem::detail

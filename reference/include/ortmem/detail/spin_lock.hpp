@@ -30,12 +30,10 @@ class ORTMEM_CAPABILITY("spin lock") SpinLock {
   SpinLock& operator=(const SpinLock&) = delete;
 
   void lock() noexcept ORTMEM_ACQUIRE() {
-    while (locked_.exchange(true, std::memory_order_acquire)) {
-      // Wait reading, not writing, so waiters do not steal the line from the holder.
-      for (unsigned spins = 0; locked_.load(std::memory_order_relaxed); ++spins) {
-        if (spins >= kSpinsBeforeYield) std::this_thread::yield();
-      }
+    if (!locked_.exchange(true, std::memory_order_acquire)) [[likely]] {
+      return;
     }
+    wait_then_lock();
   }
 
   [[nodiscard]] bool try_lock() noexcept ORTMEM_TRY_ACQUIRE(true) {
@@ -45,6 +43,18 @@ class ORTMEM_CAPABILITY("spin lock") SpinLock {
   void unlock() noexcept ORTMEM_RELEASE() { locked_.store(false, std::memory_order_release); }
 
  private:
+  // Out of line, so that a caller's free path keeps its values in registers:
+  // inlined, the possible yield is a call that every caller's live values
+  // had to be saved around, on every lock.
+  [[gnu::noinline, gnu::cold]] void wait_then_lock() noexcept {
+    do {
+      // Wait reading, not writing, so waiters do not steal the line from the holder.
+      for (unsigned spins = 0; locked_.load(std::memory_order_relaxed); ++spins) {
+        if (spins >= kSpinsBeforeYield) std::this_thread::yield();
+      }
+    } while (locked_.exchange(true, std::memory_order_acquire));
+  }
+
   // About the length of a critical section this lock is meant for.
   static constexpr unsigned kSpinsBeforeYield = 64;
 

@@ -40,7 +40,7 @@ class OwningAllocation;
 namespace detail {
 class ActiveOperation;
 class Mechanism;
-struct CheckPassed;
+enum class TakeResult : std::uint8_t;  // what taking a live record for release found (mechanism.hpp)
 
 // Where a mechanism keeps one live record. Metadata carries it so the
 // registry finds the record without hashing. It is only a hint: the record
@@ -174,16 +174,10 @@ class MemoryBinding {
   [[nodiscard]] static Expected<PreparedAllocationRelease, ExplicitReleaseError> prepare_owned(
       BoundAllocation allocation);
   // The step both share: takes the live record and moves `allocation` into
-  // the request; when refused, `allocation` is left exactly as it was. Owners
-  // call it on their own metadata in place, so a release moves it only once.
+  // the request; when refused, `allocation` is left exactly as it was.
   [[nodiscard]] static Expected<PreparedAllocationRelease, BindingError> take_record(BindingId through,
                                                                                      detail::Mechanism& mechanism,
                                                                                      BoundAllocation& allocation);
-  // Only takes the live record: `allocation` still describes it, for a caller
-  // that settles the release in place (release_now builds no request at all).
-  [[nodiscard]] static Expected<detail::CheckPassed, BindingError> take_live_record(BindingId through,
-                                                                                    detail::Mechanism& mechanism,
-                                                                                    const BoundAllocation& allocation);
 
   // Validates the view, then runs body(context, validated) with an active
   // operation open and no lock held; returns the refusal, if any. The one
@@ -197,11 +191,13 @@ class MemoryBinding {
   // caller receives it: a handle is large, and every move of it is a copy.
   template <class Handle>
   [[nodiscard]] Expected<Handle, BindingError> allocate_as(std::size_t bytes, std::size_t align) const;
-  // Records ptr as live and builds its Handle; `operation` (the caller's,
-  // still open) ends in the same step.
+  // Records ptr as live in record shard `home` and builds its Handle;
+  // `operation` (the caller's, still open, counted in `home`) ends in the
+  // same step. Refused, it hands ptr back to the allocator if `hand_back`.
   template <class Handle>
-  [[nodiscard]] Expected<Handle, BindingError> record_as(void* ptr, std::size_t bytes, std::size_t align,
-                                                         detail::ActiveOperation& operation) const;
+  [[nodiscard]] Expected<Handle, BindingError> record_as(std::uint32_t home, void* ptr, std::size_t bytes,
+                                                         std::size_t align, detail::ActiveOperation& operation,
+                                                         bool hand_back) const;
 
   BindingIdentity identity_;
   // Pins the mechanism, and through it the allocator, authority, provider
@@ -227,10 +223,12 @@ class BoundAllocation {
   [[nodiscard]] Expected<BoundMemoryView, BindingError> view(std::size_t offset, std::size_t bytes) const;
 
   // For the binding layer only (the key): public so that the metadata can be
-  // built in place inside the Expected that reports it.
-  BoundAllocation(detail::BindingKey, std::shared_ptr<detail::Mechanism> mechanism, const detail::AllocationName& name,
-                  detail::RecordSlot slot, void* ptr, std::size_t bytes, std::size_t align) noexcept
-      : BoundAllocation(std::move(mechanism), name, slot, ptr, bytes, align) {}
+  // built in place inside the Expected that reports it. `owner` is what its
+  // reference to `mechanism` shares a count with.
+  BoundAllocation(detail::BindingKey, const std::shared_ptr<const void>& owner, detail::Mechanism& mechanism,
+                  const detail::AllocationName& name, detail::RecordSlot slot, void* ptr, std::size_t bytes,
+                  std::size_t align) noexcept
+      : mechanism_(owner, &mechanism), name_(name), slot_(slot), ptr_(ptr), bytes_(bytes), align_(align) {}
 
  private:
   friend class BoundSharedMapping;

@@ -189,9 +189,13 @@ class DeferredReleaseDisposition {
   [[nodiscard]] std::optional<DeferredEnqueueRejection> rejection() const noexcept { return rejection_; }
   [[nodiscard]] const std::optional<AllocationReleaseOutcome>& outcome() const noexcept { return outcome_; }
 
-  // What queued() builds, public to the binding layer only, so that an owner
-  // can build it in place in the Expected it returns.
-  DeferredReleaseDisposition(detail::BindingKey, const AllocationIdentity& identity) noexcept : identity_(identity) {}
+  // What queued() builds for `request`, public to the binding layer only, so
+  // that an owner can build it in place in the Expected it returns. The
+  // identity is written once, where the caller receives it: copied from a
+  // temporary, it was read back in wide loads over narrower stores, which
+  // wait for the stores to retire.
+  DeferredReleaseDisposition(detail::BindingKey, const PreparedAllocationRelease& request) noexcept
+      : identity_(request.identity()) {}
 
  private:
   DeferredReleaseDisposition(const AllocationIdentity& identity, std::optional<DeferredEnqueueRejection> rejection,

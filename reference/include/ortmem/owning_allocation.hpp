@@ -92,9 +92,10 @@ class OwningAllocation {
   [[nodiscard]] Expected<BoundAllocation, OwningReleaseError> into_bound() &&;
 
   // Owns an allocation the binding layer just recorded.
-  OwningAllocation(detail::BindingKey, std::shared_ptr<detail::Mechanism> mechanism, const detail::AllocationName& name,
-                   detail::RecordSlot slot, void* ptr, std::size_t bytes, std::size_t align) noexcept
-      : allocation_(std::move(mechanism), name, slot, ptr, bytes, align) {}
+  OwningAllocation(detail::BindingKey key, const std::shared_ptr<const void>& owner, detail::Mechanism& mechanism,
+                   const detail::AllocationName& name, detail::RecordSlot slot, void* ptr, std::size_t bytes,
+                   std::size_t align) noexcept
+      : allocation_(key, owner, mechanism, name, slot, ptr, bytes, align) {}
 
  private:
   friend class MemoryBinding;
@@ -104,15 +105,28 @@ class OwningAllocation {
   // outstanding_views() with no call on the path every release takes: most
   // owners never lend a view.
   [[nodiscard]] std::size_t lent_views() const noexcept { return views_ ? outstanding_views() : 0; }
-  // This owner, handed back because `views` views it lent are still alive.
-  [[nodiscard]] OwningReleaseError refuse_for_views(std::size_t views) &&;
+  // A refused release of any kind: this owner comes back, still live, with
+  // `error`. Out of line and returning the whole result, so that a release
+  // that succeeds builds no error in its frame.
+  template <class T>
+  [[nodiscard]] Expected<T, OwningReleaseError> refuse(BindingError error) &&;
+  // Refused because `views` views this owner lent are still alive.
+  template <class T>
+  [[nodiscard]] Expected<T, OwningReleaseError> refuse_for_views(std::size_t views) &&;
   // Takes the metadata out unless views are outstanding.
   [[nodiscard]] Expected<BoundAllocation, OwningReleaseError> take() &&;
+  // Takes this owner's live record for release (see Mechanism::take_record).
+  [[nodiscard]] detail::TakeResult take_own_record(MechanismLifecycle& lifecycle) noexcept;
   // Takes the live record into a request; callers have checked for views.
   // On refusal nothing changed and this owner still owns; on success it owns
   // nothing.
   [[nodiscard]] Expected<PreparedAllocationRelease, BindingError> prepare_in_place();
   void abandon() noexcept;
+  // Queues `request` with `pin` and returns its receipt, made where the
+  // caller receives it: one named result and one return, so it is never
+  // moved (beside the refusals' returns in one function, it was).
+  [[nodiscard]] static Expected<DeferredReleaseDisposition, OwningReleaseError> enqueue_with_receipt(
+      PreparedAllocationRelease& request, ProviderContextPin& pin, DeferredReleaseQueue& queue) noexcept;
 
   // An owner owns exactly while this metadata pins its mechanism: every path
   // that gives the allocation up moves that pin on (into a request, into the

@@ -13,42 +13,71 @@ detail::AllocationRecord record_of(BindingId binding, const void* ptr, std::size
   return {binding, reinterpret_cast<std::uintptr_t>(ptr), bytes, align};
 }
 
+// An allocation's refusals, out of line and returning the whole result, so
+// that an allocation that succeeds builds no error in its frame.
+template <class Handle>
+[[gnu::cold, gnu::noinline]] Expected<Handle, BindingError> refuse_inactive(detail::Mechanism& mechanism,
+                                                                            MechanismLifecycle lifecycle) {
+  return fail(mechanism.inactive_error(lifecycle, "allocating"));
+}
+template <class Handle>
+[[gnu::cold, gnu::noinline]] Expected<Handle, BindingError> refuse_memory(MemoryError& error) {
+  return fail(BindingError::memory(std::move(error)));
+}
+// Not recorded: nothing changed. An allocation that was never recorded
+// goes straight back (nobody else can name it); an adopted one stays the
+// caller's.
+template <class Handle>
+[[gnu::cold, gnu::noinline]] Expected<Handle, BindingError> refuse_unrecorded(detail::Mechanism& mechanism,
+                                                                              detail::Mechanism::Recorded refusal,
+                                                                              void* ptr, std::size_t bytes,
+                                                                              std::size_t align, bool hand_back) {
+  if (hand_back) (void)mechanism.allocator().release(ptr, bytes, align);
+  return fail(mechanism.record_error(refusal, bytes));
+}
+
 }  // namespace
 
 MemoryBinding::MemoryBinding(BindingIdentity identity, std::shared_ptr<detail::Mechanism> mechanism) noexcept
     : identity_(identity), mechanism_(std::move(mechanism)) {}
 
 template <class Handle>
-Expected<Handle, BindingError> MemoryBinding::record_as(void* ptr, std::size_t bytes, std::size_t align,
-                                                        detail::ActiveOperation& operation) const {
-  auto key = mechanism_->record(record_of(identity_.id, ptr, bytes, align), operation);
-  if (!key) return fail(std::move(key.error()));
-  return Expected<Handle, BindingError>(tl::in_place, detail::BindingKey(), std::move(key->pin),
-                                        detail::AllocationName{identity_.id, identity_.generation, key->generation},
-                                        key->slot, ptr, bytes, align);
+[[gnu::always_inline]] inline Expected<Handle, BindingError> MemoryBinding::record_as(
+    std::uint32_t home, void* ptr, std::size_t bytes, std::size_t align, detail::ActiveOperation& operation,
+    bool hand_back) const {
+  detail::Mechanism& mechanism = *mechanism_;
+  detail::Mechanism::Recorded refusal{};
+  {
+    detail::Mechanism::Recording recording(mechanism, home, record_of(identity_.id, ptr, bytes, align), operation);
+    if (recording.result() == detail::Mechanism::Recorded::kLive) [[likely]] {
+      // Built here, under the recording's lock, where the caller receives it.
+      return Expected<Handle, BindingError>(
+          tl::in_place, detail::BindingKey(), recording.owner(), mechanism,
+          detail::AllocationName{identity_.id, identity_.generation, recording.generation()}, recording.slot(), ptr,
+          bytes, align);
+    }
+    refusal = recording.result();
+  }
+  return refuse_unrecorded<Handle>(mechanism, refusal, ptr, bytes, align, hand_back);
 }
 
 template <class Handle>
-Expected<Handle, BindingError> MemoryBinding::allocate_as(std::size_t bytes, std::size_t align) const {
+[[gnu::always_inline]] inline Expected<Handle, BindingError> MemoryBinding::allocate_as(std::size_t bytes,
+                                                                                        std::size_t align) const {
   // The hot path: the mechanism's inline steps, with every refusal built out
   // of line (see Mechanism::open_operation).
   detail::Mechanism& mechanism = *mechanism_;
   const detail::Mechanism::Opened opened = mechanism.open_operation();
-  if (opened.shard == nullptr) return fail(mechanism.inactive_error(opened.lifecycle, "allocating"));
+  if (opened.shard == nullptr) [[unlikely]] {
+    return refuse_inactive<Handle>(mechanism, opened.lifecycle);
+  }
   detail::ActiveOperation operation(opened.shard->guard, opened.shard->active);
   // No lock is held across the allocator: it may call back into the registry.
   auto ptr = mechanism.allocator().allocate(bytes, align);
-  if (!ptr) return fail(BindingError::memory(std::move(ptr.error())));
-  detail::Mechanism::RecordKey key;
-  const auto recorded = mechanism.record_in(opened.home, record_of(identity_.id, *ptr, bytes, align), operation, key);
-  if (recorded != detail::Mechanism::Recorded::kLive) [[unlikely]] {
-    // Never recorded, so nobody else can name it: hand it straight back.
-    (void)mechanism.allocator().release(*ptr, bytes, align);
-    return fail(mechanism.record_error(recorded, bytes));
+  if (!ptr) [[unlikely]] {
+    return refuse_memory<Handle>(ptr.error());
   }
-  return Expected<Handle, BindingError>(tl::in_place, detail::BindingKey(), std::move(key.pin),
-                                        detail::AllocationName{identity_.id, identity_.generation, key.generation},
-                                        key.slot, *ptr, bytes, align);
+  return record_as<Handle>(opened.home, *ptr, bytes, align, operation, /*hand_back=*/true);
 }
 
 Expected<BoundAllocation, BindingError> MemoryBinding::allocate(std::size_t bytes, std::size_t align) const {
@@ -63,7 +92,8 @@ Expected<OwningAllocation, BindingError> MemoryBinding::adopt_allocation(void* p
                                                                          std::size_t align) const {
   auto operation = mechanism_->begin_active("adopting an allocation");
   if (!operation) return fail(operation.error());
-  return record_as<OwningAllocation>(ptr, bytes, align, *operation);
+  return record_as<OwningAllocation>(detail::RecordTable::home_shard(), ptr, bytes, align, *operation,
+                                     /*hand_back=*/false);
 }
 
 Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare_release(
@@ -86,18 +116,15 @@ Expected<PreparedAllocationRelease, ExplicitReleaseError> MemoryBinding::prepare
   return std::move(*prepared);
 }
 
-detail::CheckResult MemoryBinding::take_live_record(BindingId through, detail::Mechanism& mechanism,
-                                                    const BoundAllocation& allocation) {
-  return mechanism.take_for_release(
-      through, allocation.name_, allocation.slot_,
-      record_of(allocation.name_.binding(), allocation.ptr_, allocation.bytes_, allocation.align_));
-}
-
 Expected<PreparedAllocationRelease, BindingError> MemoryBinding::take_record(BindingId through,
                                                                              detail::Mechanism& mechanism,
                                                                              BoundAllocation& allocation) {
-  auto taken = take_live_record(through, mechanism, allocation);
-  if (!taken) return fail(std::move(taken.error()));
+  if (auto taken = mechanism.take_for_release(
+          through, allocation.name_, allocation.slot_,
+          record_of(allocation.name_.binding(), allocation.ptr_, allocation.bytes_, allocation.align_));
+      !taken) {
+    return fail(std::move(taken.error()));
+  }
   // The request takes the allocation's own pin on its mechanism.
   return Expected<PreparedAllocationRelease, BindingError>(
       tl::in_place, detail::BindingKey(), std::move(allocation.mechanism_), allocation.name_, allocation.slot_,

@@ -77,14 +77,6 @@ BindingError Mechanism::record_error(Recorded refusal, std::size_t bytes) const 
       device_.tier, bytes, "the registry ran out of host memory recording the allocation"));
 }
 
-Expected<Mechanism::RecordKey, BindingError> Mechanism::record(const AllocationRecord& record,
-                                                               ActiveOperation& operation) {
-  RecordKey key;
-  const Recorded recorded = record_in(RecordTable::home_shard(), record, operation, key);
-  if (recorded != Recorded::kLive) return fail(record_error(recorded, record.bytes));
-  return key;
-}
-
 CheckResult Mechanism::validate(BindingId through, const AllocationName& name, RecordSlot slot,
                                 const AllocationRecord& expected, std::string_view operation) {
   // Another registry's allocation is foreign, not merely another binding's:

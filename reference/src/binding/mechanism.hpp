@@ -57,6 +57,8 @@ struct RegisteredResource {
   std::shared_ptr<const void> resource;
 };
 
+enum class TakeResult : std::uint8_t { kTaken, kStale, kInactive };
+
 class Mechanism : public std::enable_shared_from_this<Mechanism> {
  public:
   // Declared so that destruction runs allocator, then authority, then context:
@@ -107,24 +109,11 @@ class Mechanism : public std::enable_shared_from_this<Mechanism> {
 
   // Opens an operation if the mechanism is active; `operation` names it in refusals.
   [[nodiscard]] Expected<ActiveOperation, BindingError> begin_active(std::string_view operation);
-  // A new live record: the generation that names it and where it is.
-  struct RecordKey {
-    AllocationGeneration generation;
-    RecordSlot slot;
-    // A reference to this mechanism counted in the recording shard's anchor,
-    // for the handle that names the record.
-    std::shared_ptr<Mechanism> pin;
-  };
-  // Records a new live allocation under a generation never issued before.
-  // The record and the end of `operation` are one step under the shard lock,
-  // so the operation is never gone while the allocation is not yet live.
-  [[nodiscard]] Expected<RecordKey, BindingError> record(const AllocationRecord& record, ActiveOperation& operation);
-
   // The allocate and release steps of the owning cycle, inline: each is one
   // critical section of one shard, and its refusals are built out of line
   // by the caller from what it reports, so the path that succeeds carries no
-  // error in its frame. begin_active(), record() and take_for_release() are
-  // the same steps for callers off that path.
+  // error in its frame. begin_active() and take_for_release() are the
+  // same steps for callers off that path.
   //
   // An operation opened in the calling thread's shard (`home`), or refused
   // (`shard` null) by the lifecycle read in the same step.
@@ -148,34 +137,67 @@ class Mechanism : public std::enable_shared_from_this<Mechanism> {
   }
   enum class Recorded : std::uint8_t { kLive, kNoGeneration, kNoMemory };
   // Records `record` in shard `home`, where `operation` counts, and ends the
-  // operation in the same step. Anything but kLive changed nothing, and the
-  // operation stays open: the caller still hands the memory back inside it.
-  [[nodiscard]] Recorded record_in(std::uint32_t home, const AllocationRecord& record, ActiveOperation& operation,
-                                   RecordKey& key) noexcept {
-    RecordShard& shard = records_.shard(home);
-    const LockGuard lock(shard.guard);
-    // Generations come from the shard's own block of serials, so the
-    // registry's shared counter is touched once per block, not per allocation.
-    if (!shard.generations.take(key.generation) && !refill_generations(shard, key.generation)) {
-      return Recorded::kNoGeneration;
+  // operation in the same step; while a Recording that recorded lives, it
+  // holds that shard's lock, so that the handle naming the new record is
+  // built in that same step, taking its reference to the mechanism from the
+  // shard's anchor where it stands (owner()). Passed through a temporary,
+  // that reference was written in two stores and read back in one wider
+  // load, which waits for both to retire (a third of the allocate path's
+  // time). Build nothing else while it lives: no call out, no allocation.
+  // Anything but kLive changed nothing, let the lock go at once, and left
+  // the operation open: the caller still hands the memory back inside it.
+  class Recording {
+   public:
+    // The lock is the shard's, chosen at run time, so the analysis cannot
+    // follow it through this object: record_locked() states what it needs.
+    [[gnu::always_inline]] Recording(Mechanism& mechanism, std::uint32_t home, const AllocationRecord& record,
+                                     ActiveOperation& operation) noexcept ORTMEM_NO_THREAD_SAFETY_ANALYSIS
+        : mechanism_(mechanism),
+          shard_(mechanism.records_.shard(home)),
+          lock_(shard_.guard),
+          slot_{home, RecordShard::kNoSlot} {
+      result_ = mechanism.record_locked(shard_, record, operation, generation_, slot_.index);
+      if (result_ != Recorded::kLive) lock_.unlock();
     }
-    const std::uint32_t index = shard.insert(key.generation.opaque().serial(), record);
-    if (index == RecordShard::kNoSlot) return Recorded::kNoMemory;
-    operation.finish_holding(shard.guard);
-    key.slot = RecordSlot{home, index};
-    key.pin = anchored(shard);
-    return Recorded::kLive;
-  }
-  // Why record_in refused, as the allocate path reports it.
+    Recording(const Recording&) = delete;
+    Recording& operator=(const Recording&) = delete;
+    ~Recording() = default;
+
+    [[nodiscard]] Recorded result() const noexcept { return result_; }
+    [[nodiscard]] AllocationGeneration generation() const noexcept { return generation_; }
+    [[nodiscard]] RecordSlot slot() const noexcept { return slot_; }
+    // What a handle of the new record shares its reference count with: the
+    // shard's anchor (see Mechanism::make). Only while recorded.
+    [[nodiscard]] const std::shared_ptr<const void>& owner() ORTMEM_NO_THREAD_SAFETY_ANALYSIS {
+      if (shard_.handle_anchor) [[likely]] {
+        return shard_.handle_anchor;
+      }
+      // Anchors are gone only once no binding is left, and recording needs
+      // one; should that change, a plain reference is still right, only shared.
+      fallback_ = mechanism_.shared_from_this();
+      return fallback_;
+    }
+
+   private:
+    Mechanism& mechanism_;
+    RecordShard& shard_;
+    LockGuard<SpinLock> lock_;
+    Recorded result_ = Recorded::kLive;
+    AllocationGeneration generation_;
+    RecordSlot slot_;
+    std::shared_ptr<const void> fallback_;
+  };
+  // Why a Recording refused, as the allocate path reports it.
   [[nodiscard, gnu::cold]] BindingError record_error(Recorded refusal, std::size_t bytes) const;
-  enum class Taken : std::uint8_t { kTaken, kStale, kInactive };
+  using Taken = TakeResult;
   // Removes the live record exactly once and counts a queued release, which
   // is also an active operation until it settles, if the lifecycle (read
   // into `lifecycle` in the same step) is active or retired and the record
   // matches; otherwise changes nothing. The caller has checked that the
   // name is of this registry and of the binding it releases through.
-  [[nodiscard]] Taken take_record(const AllocationName& name, RecordSlot slot, const AllocationRecord& expected,
-                                  MechanismLifecycle& lifecycle) noexcept {
+  [[nodiscard, gnu::always_inline]] Taken take_record(const AllocationName& name, RecordSlot slot,
+                                                      const AllocationRecord& expected,
+                                                      MechanismLifecycle& lifecycle) noexcept {
     RecordShard& shard = records_.shard(slot.shard);
     // The lifecycle is read under the shard lock that the count is raised
     // under (see the top of this file on why a confirmation then misses no take).
@@ -244,15 +266,19 @@ class Mechanism : public std::enable_shared_from_this<Mechanism> {
 
  private:
   struct LetGo;
-  // A reference to this mechanism for a handle made in `shard`.
-  [[nodiscard]] std::shared_ptr<Mechanism> anchored(RecordShard& shard) ORTMEM_REQUIRES(shard.guard) {
-    // Aliasing: the handle shares the anchor's count and points at this mechanism.
-    if (shard.handle_anchor) [[likely]] {
-      return std::shared_ptr<Mechanism>(shard.handle_anchor, this);
+  // The recording step of a Recording, under the shard's lock. Generations
+  // come from the shard's own block of serials, so the registry's shared
+  // counter is touched once per block, not per allocation.
+  [[nodiscard, gnu::always_inline]] Recorded record_locked(RecordShard& shard, const AllocationRecord& record,
+                                                           ActiveOperation& operation, AllocationGeneration& generation,
+                                                           std::uint32_t& index) noexcept ORTMEM_REQUIRES(shard.guard) {
+    if (!shard.generations.take(generation) && !refill_generations(shard, generation)) {
+      return Recorded::kNoGeneration;
     }
-    // Anchors are gone only once no binding is left, and recording needs one;
-    // should that change, a plain reference is still right, only shared.
-    return shared_from_this();
+    index = shard.insert(generation.opaque().serial(), record);
+    if (index == RecordShard::kNoSlot) return Recorded::kNoMemory;
+    operation.finish_holding(shard.guard);
+    return Recorded::kLive;
   }
   // Refills the shard's block of generations and takes one from it; false
   // when the registry's issuer has no more to give.

@@ -157,6 +157,9 @@ TEST_P(Owning, EveryCopyMoveAndAssignmentOfAViewKeepsTheCountExact) {
   EXPECT_EQ(allocation.outstanding_views(), 2U);
   OwnedView empty(first);  // a copy of a moved-from view counts nothing
   EXPECT_EQ(allocation.outstanding_views(), 2U);
+  OwnedView spare(std::move(third));
+  third = std::move(spare);  // a moved-from view assigned by move had nothing to let go: still two
+  EXPECT_EQ(allocation.outstanding_views(), 2U);
   second = std::move(third);  // the view second held goes
   EXPECT_EQ(allocation.outstanding_views(), 1U);
   auto elsewhere = *other.view(0, 64);

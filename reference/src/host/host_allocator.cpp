@@ -36,9 +36,8 @@ void* raw_allocate(std::size_t bytes, std::size_t align) noexcept {
 }
 
 // The refusals, out of line: each builds a message, and kept inline they
-// would give the two hot paths a frame large enough for the strings (a third
-// of the raw cycle's instructions went to spilling and restoring it). Each
-// returns the whole result, so the caller passes its own return slot through.
+// gave the two hot paths a frame sized for the strings. Each returns the
+// whole result, so the caller passes its own return slot through.
 [[gnu::cold, gnu::noinline]] Expected<void*, MemoryError> refuse_request(std::size_t bytes, std::size_t align) {
   if (!is_valid_alignment(align)) {
     return fail(MemoryError::invalid_request(Tier::kHost, bytes,

@@ -9,10 +9,6 @@ namespace ortmem {
 
 namespace {
 
-detail::AllocationRecord record_of(BindingId binding, const void* ptr, std::size_t bytes, std::size_t align) {
-  return {binding, reinterpret_cast<std::uintptr_t>(ptr), bytes, align};
-}
-
 // An allocation's refusals, out of line and returning the whole result, so
 // that an allocation that succeeds builds no error in its frame.
 template <class Handle>
@@ -48,7 +44,8 @@ template <class Handle>
   detail::Mechanism& mechanism = *mechanism_;
   detail::Mechanism::Recorded refusal{};
   {
-    detail::Mechanism::Recording recording(mechanism, home, record_of(identity_.id, ptr, bytes, align), operation);
+    detail::Mechanism::Recording recording(mechanism, home, detail::record_of(identity_.id, ptr, bytes, align),
+                                           operation);
     if (recording.result() == detail::Mechanism::Recorded::kLive) [[likely]] {
       // Built here, under the recording's lock, where the caller receives it.
       return Expected<Handle, BindingError>(
@@ -121,7 +118,7 @@ Expected<PreparedAllocationRelease, BindingError> MemoryBinding::take_record(Bin
                                                                              BoundAllocation& allocation) {
   if (auto taken = mechanism.take_for_release(
           through, allocation.name_, allocation.slot_,
-          record_of(allocation.name_.binding(), allocation.ptr_, allocation.bytes_, allocation.align_));
+          detail::record_of(allocation.name_.binding(), allocation.ptr_, allocation.bytes_, allocation.align_));
       !taken) {
     return fail(std::move(taken.error()));
   }
@@ -150,7 +147,8 @@ std::optional<BindingError> MemoryBinding::run_with_view(const BoundMemoryView& 
   if (!operation) return std::move(operation.error());
   if (auto valid = mechanism_->validate(
           identity_.id, view.name_, view.slot_,
-          record_of(view.name_.binding(), view.allocation_ptr_, view.allocation_bytes_, view.align_), "using a view");
+          detail::record_of(view.name_.binding(), view.allocation_ptr_, view.allocation_bytes_, view.align_),
+          "using a view");
       !valid) {
     return std::move(valid.error());
   }
@@ -181,8 +179,8 @@ Expected<BoundMemoryView, BindingError> BoundAllocation::view(std::size_t offset
     const std::size_t end = offset > SIZE_MAX - bytes ? SIZE_MAX : offset + bytes;
     return fail(BindingError::view_out_of_bounds(offset, end, bytes_));
   }
-  if (auto valid = mechanism_->validate(name_.binding(), name_, slot_, record_of(name_.binding(), ptr_, bytes_, align_),
-                                        "creating a view");
+  if (auto valid = mechanism_->validate(name_.binding(), name_, slot_,
+                                        detail::record_of(name_.binding(), ptr_, bytes_, align_), "creating a view");
       !valid) {
     return fail(valid.error());
   }

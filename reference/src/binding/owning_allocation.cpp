@@ -105,8 +105,7 @@ Expected<BoundAllocation, OwningReleaseError> OwningAllocation::into_bound() && 
   const detail::AllocationName& name = allocation_.name_;
   return allocation_.mechanism_->take_record(
       name, allocation_.slot_,
-      {name.binding(), reinterpret_cast<std::uintptr_t>(allocation_.ptr_), allocation_.bytes_, allocation_.align_},
-      lifecycle);
+      detail::record_of(name.binding(), allocation_.ptr_, allocation_.bytes_, allocation_.align_), lifecycle);
 }
 
 Expected<PreparedAllocationRelease, BindingError> OwningAllocation::prepare_in_place() {

@@ -42,6 +42,12 @@ struct AllocationRecord {
   std::size_t align;
 };
 
+// The record that an allocation of `binding` at `ptr` is live under.
+[[nodiscard]] inline AllocationRecord record_of(BindingId binding, const void* ptr, std::size_t bytes,
+                                                std::size_t align) noexcept {
+  return {binding, reinterpret_cast<std::uintptr_t>(ptr), bytes, align};
+}
+
 class alignas(64) RecordShard {
  public:
   RecordShard() = default;
